@@ -1,0 +1,1 @@
+//! envd version parsing and feature gating with errors that say how to fix them.
