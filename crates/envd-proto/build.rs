@@ -23,7 +23,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let descriptors = protox::compile(&files, [&proto_root])?;
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
     let descriptor_path = out_dir.join("envd_descriptor.bin");
-    std::fs::write(&descriptor_path, prost::Message::encode_to_vec(&descriptors))?;
+    std::fs::write(
+        &descriptor_path,
+        prost::Message::encode_to_vec(&descriptors),
+    )?;
 
     tonic_prost_build::configure()
         // envd's `process.Process/Connect` RPC would clash with tonic's `ProcessClient::connect`

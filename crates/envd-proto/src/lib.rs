@@ -23,14 +23,26 @@
 //! ```
 
 /// `package process`: envd's Process service and its messages.
-#[allow(missing_docs, unreachable_pub, clippy::all, clippy::unwrap_used, clippy::expect_used)]
+#[allow(
+    missing_docs,
+    unreachable_pub,
+    clippy::all,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
 pub mod process {
     include!(concat!(env!("OUT_DIR"), "/process.rs"));
     include!(concat!(env!("OUT_DIR"), "/process.serde.rs"));
 }
 
 /// `package filesystem`: envd's Filesystem service and its messages.
-#[allow(missing_docs, unreachable_pub, clippy::all, clippy::unwrap_used, clippy::expect_used)]
+#[allow(
+    missing_docs,
+    unreachable_pub,
+    clippy::all,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
 pub mod filesystem {
     include!(concat!(env!("OUT_DIR"), "/filesystem.rs"));
     include!(concat!(env!("OUT_DIR"), "/filesystem.serde.rs"));
@@ -40,7 +52,8 @@ pub mod filesystem {
 pub use pbjson_types;
 
 /// The encoded `FileDescriptorSet` of both packages, for reflection or dynamic clients.
-pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envd_descriptor.bin"));
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/envd_descriptor.bin"));
 
 /// Fully qualified gRPC/Connect service names, as they appear in request paths.
 pub mod service_names {

@@ -9,7 +9,9 @@ use e2b_envd_proto::process::{
 use serde_json::{Value, json};
 
 fn event(e: process_event::Event) -> StartResponse {
-    StartResponse { event: Some(ProcessEvent { event: Some(e) }) }
+    StartResponse {
+        event: Some(ProcessEvent { event: Some(e) }),
+    }
 }
 
 #[test]
@@ -31,13 +33,23 @@ fn start_request_matches_sdk_json() {
 
 #[test]
 fn start_stream_events_match_envd_json() {
-    let start = event(process_event::Event::Start(process_event::StartEvent { pid: 4242 }));
-    assert_eq!(serde_json::to_value(&start).unwrap(), json!({"event":{"start":{"pid":4242}}}));
+    let start = event(process_event::Event::Start(process_event::StartEvent {
+        pid: 4242,
+    }));
+    assert_eq!(
+        serde_json::to_value(&start).unwrap(),
+        json!({"event":{"start":{"pid":4242}}})
+    );
 
     let data = event(process_event::Event::Data(process_event::DataEvent {
-        output: Some(process_event::data_event::Output::Stdout(b"hi\n".to_vec().into())),
+        output: Some(process_event::data_event::Output::Stdout(
+            b"hi\n".to_vec().into(),
+        )),
     }));
-    assert_eq!(serde_json::to_value(&data).unwrap(), json!({"event":{"data":{"stdout":"aGkK"}}}));
+    assert_eq!(
+        serde_json::to_value(&data).unwrap(),
+        json!({"event":{"data":{"stdout":"aGkK"}}})
+    );
 
     let end = event(process_event::Event::End(process_event::EndEvent {
         exit_code: 0,
@@ -62,7 +74,10 @@ fn start_stream_events_match_envd_json() {
     );
 
     let keepalive = event(process_event::Event::Keepalive(process_event::KeepAlive {}));
-    assert_eq!(serde_json::to_value(&keepalive).unwrap(), json!({"event":{"keepalive":{}}}));
+    assert_eq!(
+        serde_json::to_value(&keepalive).unwrap(),
+        json!({"event":{"keepalive":{}}})
+    );
 }
 
 #[test]
@@ -77,7 +92,10 @@ fn stat_response_matches_envd_json() {
             permissions: "-rw-r--r--".into(),
             owner: "u".into(),
             group: "u".into(),
-            modified_time: Some(Timestamp { seconds: 1_785_578_400, nanos: 123_456_789 }),
+            modified_time: Some(Timestamp {
+                seconds: 1_785_578_400,
+                nanos: 123_456_789,
+            }),
             symlink_target: None,
             metadata: Default::default(),
         }),
@@ -103,7 +121,8 @@ fn stat_response_matches_envd_json() {
 #[test]
 fn input_accepts_both_name_styles_enum_numbers_and_unknown_fields() {
     let camel: process::ProcessEvent =
-        serde_json::from_value(json!({"end":{"exitCode":3,"exited":true,"futureField":1}})).unwrap();
+        serde_json::from_value(json!({"end":{"exitCode":3,"exited":true,"futureField":1}}))
+            .unwrap();
     let snake: process::ProcessEvent =
         serde_json::from_value(json!({"end":{"exit_code":3,"exited":true}})).unwrap();
     assert_eq!(camel, snake);
@@ -116,7 +135,9 @@ fn input_accepts_both_name_styles_enum_numbers_and_unknown_fields() {
     assert_eq!(by_name.signal(), Signal::Sigkill);
     assert_eq!(
         by_name.process,
-        Some(ProcessSelector { selector: Some(process_selector::Selector::Pid(7)) })
+        Some(ProcessSelector {
+            selector: Some(process_selector::Selector::Pid(7))
+        })
     );
 }
 
