@@ -1,0 +1,318 @@
+//! The connection: one tonic channel over the chosen transport, plus envd's headers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use e2b_envd_version::{EnvdVersion, Feature};
+use http::{HeaderName, HeaderValue, Request, Response};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::rt::TokioExecutor;
+use tonic::body::Body;
+use tonic::metadata::{AsciiMetadataValue, MetadataKey};
+use tower::util::BoxCloneSyncService;
+use tower::{BoxError, ServiceBuilder, ServiceExt as _};
+
+use crate::call::{CallOptions, basic_auth_value, headers};
+use crate::endpoint::{EnvdEndpoint, Transport};
+use crate::error::EnvdError;
+
+/// The channel every generated client runs on, whatever the transport.
+pub type EnvdChannel = BoxCloneSyncService<Request<Body>, Response<Body>, BoxError>;
+
+/// envd's Process service client on an [`EnvdChannel`].
+pub type ProcessClient = e2b_envd_proto::process::process_client::ProcessClient<EnvdChannel>;
+
+/// envd's Filesystem service client on an [`EnvdChannel`].
+pub type FilesystemClient =
+    e2b_envd_proto::filesystem::filesystem_client::FilesystemClient<EnvdChannel>;
+
+const USER_AGENT: &str = concat!("e2b-rust/", env!("CARGO_PKG_VERSION"));
+
+/// A connection to one envd. Cheap to clone; clones share the channel and HTTP pool.
+#[derive(Clone)]
+pub struct EnvdConnection {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    endpoint: EnvdEndpoint,
+    transport: Transport,
+    channel: EnvdChannel,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for EnvdConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnvdConnection")
+            .field("url", &self.inner.endpoint.url)
+            .field("transport", &self.inner.transport)
+            .field("sandbox_id", &self.inner.endpoint.sandbox_id)
+            .field(
+                "envd_version",
+                &self.inner.endpoint.envd_version.to_string(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl EnvdConnection {
+    /// Builds a connection. Nothing is dialled until the first call.
+    ///
+    /// Call it inside a Tokio runtime: the channel spawns its connection task there.
+    pub fn new(endpoint: EnvdEndpoint) -> Result<Self, EnvdError> {
+        let transport = endpoint.resolved_transport();
+        let base = static_headers(&endpoint)?;
+        let raw = match transport {
+            Transport::GrpcWeb => grpc_web_channel(&endpoint)?,
+            _ => h2c_channel(&endpoint)?,
+        };
+        let channel = BoxCloneSyncService::new(
+            ServiceBuilder::new()
+                .map_request(move |mut req: Request<Body>| {
+                    for (name, value) in &base {
+                        req.headers_mut().insert(name.clone(), value.clone());
+                    }
+                    req
+                })
+                .service(raw),
+        );
+        let mut default_headers = http::HeaderMap::new();
+        for (name, value) in static_headers(&endpoint)? {
+            default_headers.insert(name, value);
+        }
+        let http = reqwest::Client::builder()
+            .default_headers(default_headers)
+            .connect_timeout(endpoint.connect_timeout)
+            .build()
+            .map_err(|e| {
+                EnvdError::InvalidEndpoint(format!("cannot build the HTTP client: {e}"))
+            })?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                endpoint,
+                transport,
+                channel,
+                http,
+            }),
+        })
+    }
+
+    /// The endpoint this connection was built from.
+    pub fn endpoint(&self) -> &EnvdEndpoint {
+        &self.inner.endpoint
+    }
+
+    /// The base URL of envd.
+    pub fn url(&self) -> &str {
+        &self.inner.endpoint.url
+    }
+
+    /// The transport in use (never [`Transport::Auto`]).
+    pub fn transport(&self) -> Transport {
+        self.inner.transport
+    }
+
+    /// The envd version the sandbox runs.
+    pub fn envd_version(&self) -> &EnvdVersion {
+        &self.inner.endpoint.envd_version
+    }
+
+    /// The sandbox id, if known.
+    pub fn sandbox_id(&self) -> Option<&str> {
+        self.inner.endpoint.sandbox_id.as_deref()
+    }
+
+    /// The access token, if any.
+    pub fn access_token(&self) -> Option<&str> {
+        self.inner.endpoint.access_token.as_deref()
+    }
+
+    /// Fails with the teaching error when the sandbox's envd lacks `feature`.
+    pub fn require(&self, feature: Feature) -> Result<(), EnvdError> {
+        Ok(self.inner.endpoint.envd_version.require(feature)?)
+    }
+
+    /// The user a call runs as: the call's, else the endpoint's, else envd's default. On envd
+    /// older than 0.4.0 the default is `user`, as the E2B SDKs do.
+    pub fn effective_user<'a>(&'a self, call_user: Option<&'a str>) -> Option<&'a str> {
+        call_user
+            .or(self.inner.endpoint.user.as_deref())
+            .or_else(|| {
+                if self
+                    .inner
+                    .endpoint
+                    .envd_version
+                    .supports(Feature::DefaultUser)
+                {
+                    None
+                } else {
+                    Some("user")
+                }
+            })
+    }
+
+    /// The shared channel.
+    pub fn channel(&self) -> EnvdChannel {
+        self.inner.channel.clone()
+    }
+
+    /// A Process service client on this connection.
+    pub fn process(&self) -> ProcessClient {
+        ProcessClient::new(self.channel())
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX)
+    }
+
+    /// A Filesystem service client on this connection.
+    pub fn filesystem(&self) -> FilesystemClient {
+        FilesystemClient::new(self.channel())
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX)
+    }
+
+    /// An HTTP client for envd's REST routes (`/files`, `/health`, ...), with envd's headers set.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.inner.http
+    }
+
+    /// Wraps `message` in a request carrying the per-call headers.
+    pub fn request<T>(
+        &self,
+        message: T,
+        opts: &CallOptions,
+    ) -> Result<tonic::Request<T>, EnvdError> {
+        let mut req = tonic::Request::new(message);
+        let md = req.metadata_mut();
+        let user = if opts.no_user {
+            None
+        } else {
+            self.effective_user(opts.user.as_deref())
+        };
+        if let Some(user) = user {
+            md.insert(headers::AUTHORIZATION, ascii(&basic_auth_value(user))?);
+        }
+        if let Some(k) = opts.keepalive {
+            md.insert(
+                headers::KEEPALIVE_PING_INTERVAL,
+                ascii(&k.as_secs().max(1).to_string())?,
+            );
+        }
+        if let Some(d) = opts.deadline.filter(|d| !d.is_zero()) {
+            md.insert(headers::CONNECT_TIMEOUT_MS, ascii(&millis(d).to_string())?);
+        }
+        Ok(req)
+    }
+
+    /// Inserts an extra header on a request (for headers this crate does not model).
+    pub fn set_header<T>(
+        req: &mut tonic::Request<T>,
+        name: &str,
+        value: &str,
+    ) -> Result<(), EnvdError> {
+        let key = MetadataKey::from_bytes(name.as_bytes())
+            .map_err(|_| EnvdError::InvalidEndpoint(format!("invalid header name '{name}'")))?;
+        req.metadata_mut().insert(key, ascii(value)?);
+        Ok(())
+    }
+}
+
+fn millis(d: Duration) -> u128 {
+    d.as_millis().max(1)
+}
+
+fn ascii(value: &str) -> Result<AsciiMetadataValue, EnvdError> {
+    value.parse().map_err(|_| {
+        EnvdError::InvalidEndpoint(format!("header value is not printable ASCII: {value:?}"))
+    })
+}
+
+fn static_headers(endpoint: &EnvdEndpoint) -> Result<Vec<(HeaderName, HeaderValue)>, EnvdError> {
+    let value = |v: &str| {
+        HeaderValue::from_str(v).map_err(|_| {
+            EnvdError::InvalidEndpoint(format!("header value is not printable ASCII: {v:?}"))
+        })
+    };
+    let mut out = vec![(
+        http::header::USER_AGENT,
+        HeaderValue::from_static(USER_AGENT),
+    )];
+    if let Some(token) = &endpoint.access_token {
+        out.push((
+            HeaderName::from_static(headers::ACCESS_TOKEN),
+            value(token)?,
+        ));
+    }
+    if let Some(id) = &endpoint.sandbox_id {
+        out.push((HeaderName::from_static(headers::SANDBOX_ID), value(id)?));
+        out.push((
+            HeaderName::from_static(headers::SANDBOX_PORT),
+            value(&endpoint.sandbox_port.to_string())?,
+        ));
+    }
+    Ok(out)
+}
+
+fn parse_uri(url: &str) -> Result<http::Uri, EnvdError> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| EnvdError::InvalidEndpoint(format!("'{url}' is not a URL: {e}")))?;
+    match uri.scheme_str() {
+        Some("http" | "https") => Ok(uri),
+        _ => Err(EnvdError::InvalidEndpoint(format!(
+            "'{url}' must start with http:// or https://"
+        ))),
+    }
+}
+
+fn h2c_channel(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
+    let uri = parse_uri(&endpoint.url)?;
+    if uri.scheme_str() == Some("https") {
+        return Err(EnvdError::InvalidEndpoint(format!(
+            "'{}': the gRPC (h2c) transport is plaintext only; use Transport::GrpcWeb for https",
+            endpoint.url
+        )));
+    }
+    let channel = tonic::transport::Endpoint::from(uri)
+        .connect_timeout(endpoint.connect_timeout)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_while_idle(true)
+        .connect_lazy();
+    Ok(BoxCloneSyncService::new(channel.map_err(BoxError::from)))
+}
+
+fn grpc_web_channel(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
+    let uri = parse_uri(&endpoint.url)?;
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(endpoint.connect_timeout));
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+        .map_err(|e| EnvdError::InvalidEndpoint(format!("TLS setup failed: {e}")))?
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    let client: HyperClient<_, tonic_web::GrpcWebCall<Body>> =
+        HyperClient::builder(TokioExecutor::new()).build(connector);
+    let svc = ServiceBuilder::new()
+        .map_request(move |mut req: Request<Body>| {
+            // The generated client sends origin-form URIs; give hyper the full one.
+            let path = req
+                .uri()
+                .path_and_query()
+                .map(|p| p.as_str().to_owned())
+                .unwrap_or_default();
+            let mut parts = uri.clone().into_parts();
+            parts.path_and_query = path.parse().ok();
+            if let Ok(full) = http::Uri::from_parts(parts) {
+                *req.uri_mut() = full;
+            }
+            req
+        })
+        .layer(tonic_web::GrpcWebClientLayer::new())
+        .service(client)
+        .map_response(|resp| resp.map(Body::new))
+        .map_err(BoxError::from);
+    Ok(BoxCloneSyncService::new(svc))
+}

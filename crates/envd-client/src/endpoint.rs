@@ -1,0 +1,103 @@
+//! Where an envd is and how to reach it.
+
+use std::time::Duration;
+
+use e2b_envd_version::EnvdVersion;
+
+/// envd's port inside an E2B sandbox (`E2b-Sandbox-Port`).
+pub const DEFAULT_ENVD_PORT: u16 = 49983;
+
+/// The wire transport for envd's RPCs. Both carry the same tonic clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Transport {
+    /// Pick by URL: `https://` → [`Transport::GrpcWeb`] (real envd speaks no HTTP/2),
+    /// `http://` → [`Transport::Grpc`] (our local daemon serves h2c).
+    #[default]
+    Auto,
+    /// gRPC over HTTP/2 cleartext (h2c, prior knowledge). Our daemon (`e2b-envd`) serves it; a
+    /// real envd does not.
+    Grpc,
+    /// gRPC-Web over HTTP/1.1, plain or TLS. Works with a real envd (connect-go accepts
+    /// gRPC-Web) and with our daemon.
+    GrpcWeb,
+}
+
+/// Everything needed to talk to one envd.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct EnvdEndpoint {
+    /// Base URL, e.g. `http://127.0.0.1:49983` or `https://49983-<id>.e2b.app`.
+    pub url: String,
+    /// envd's access token (`X-Access-Token`), when the sandbox is secured.
+    pub access_token: Option<String>,
+    /// The sandbox id (`E2b-Sandbox-Id`), for E2B's shared proxy host.
+    pub sandbox_id: Option<String>,
+    /// The envd port sent as `E2b-Sandbox-Port`.
+    pub sandbox_port: u16,
+    /// The envd version the sandbox runs; gates features before anything is sent.
+    pub envd_version: EnvdVersion,
+    /// The transport; [`Transport::Auto`] picks by URL scheme.
+    pub transport: Transport,
+    /// The user commands and file operations run as when a call names none
+    /// (`Authorization: Basic base64("<user>:")`). `None` = envd's default user.
+    pub user: Option<String>,
+    /// Bound on connecting to envd (TCP and TLS handshake).
+    pub connect_timeout: Duration,
+}
+
+impl EnvdEndpoint {
+    /// An endpoint at `url` with no token, the version the local daemon implements, and
+    /// [`Transport::Auto`].
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into().trim_end_matches('/').to_owned(),
+            access_token: None,
+            sandbox_id: None,
+            sandbox_port: DEFAULT_ENVD_PORT,
+            envd_version: EnvdVersion::implemented(),
+            transport: Transport::Auto,
+            user: None,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Sets the access token.
+    pub fn access_token(mut self, token: impl Into<String>) -> Self {
+        self.access_token = Some(token.into());
+        self
+    }
+
+    /// Sets the sandbox id.
+    pub fn sandbox_id(mut self, id: impl Into<String>) -> Self {
+        self.sandbox_id = Some(id.into());
+        self
+    }
+
+    /// Sets the envd version the sandbox runs.
+    pub fn envd_version(mut self, version: EnvdVersion) -> Self {
+        self.envd_version = version;
+        self
+    }
+
+    /// Sets the transport.
+    pub fn transport(mut self, transport: Transport) -> Self {
+        self.transport = transport;
+        self
+    }
+
+    /// Sets the default user.
+    pub fn user(mut self, user: impl Into<String>) -> Self {
+        self.user = Some(user.into());
+        self
+    }
+
+    /// The transport actually used: [`Transport::Auto`] resolved by the URL scheme.
+    pub fn resolved_transport(&self) -> Transport {
+        match self.transport {
+            Transport::Auto if self.url.starts_with("https://") => Transport::GrpcWeb,
+            Transport::Auto => Transport::Grpc,
+            other => other,
+        }
+    }
+}

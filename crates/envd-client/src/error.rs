@@ -1,0 +1,162 @@
+//! What can go wrong talking to envd, in terms a sandbox user can act on.
+
+use e2b_envd_version::UnsupportedFeature;
+
+/// A gRPC / Connect status code, as envd reports it.
+pub type RpcCode = tonic::Code;
+
+/// An error from envd or from reaching it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EnvdError {
+    /// The process, file or watcher does not exist (`not_found`).
+    #[error("not found: {message}")]
+    NotFound {
+        /// envd's message.
+        message: String,
+    },
+    /// envd rejected an argument (`invalid_argument`, `failed_precondition`, `out_of_range`):
+    /// a missing cwd, a path that is not a directory, a command that could not start.
+    #[error("invalid argument: {message}")]
+    InvalidArgument {
+        /// envd's message.
+        message: String,
+    },
+    /// The access token or the user was refused (`unauthenticated`). Check the sandbox's access
+    /// token and that the user exists in the sandbox.
+    #[error(
+        "authentication failed: {message}. Check the sandbox access token and that the user exists in the sandbox"
+    )]
+    Authentication {
+        /// envd's message.
+        message: String,
+    },
+    /// The operation is not allowed (`permission_denied`).
+    #[error("permission denied: {message}")]
+    PermissionDenied {
+        /// envd's message.
+        message: String,
+    },
+    /// The thing to create already exists (`already_exists`).
+    #[error("already exists: {message}")]
+    AlreadyExists {
+        /// envd's message.
+        message: String,
+    },
+    /// envd is unreachable (`unavailable`): the sandbox was probably killed or reached its end of
+    /// life. Create or resume a sandbox.
+    #[error(
+        "the sandbox is unavailable: {message}. It was probably killed or reached its end of life; create a new sandbox or extend its timeout"
+    )]
+    SandboxUnavailable {
+        /// envd's message.
+        message: String,
+    },
+    /// Too many requests (`resource_exhausted`). Retry later or lower concurrency.
+    #[error("rate limited: {message}. Retry later or send fewer concurrent requests")]
+    RateLimited {
+        /// envd's message.
+        message: String,
+    },
+    /// The client gave up waiting for envd to answer (before a stream opened).
+    #[error(
+        "request timed out after {elapsed_ms} ms waiting for envd to answer. Raise the request timeout or check that the sandbox is running"
+    )]
+    RequestTimeout {
+        /// How long the client waited.
+        elapsed_ms: u64,
+    },
+    /// The deadline sent with the call expired (`deadline_exceeded`). On a command this is the
+    /// command timeout: envd killed the process. Raise the timeout, or pass zero for none.
+    #[error(
+        "deadline exceeded: {message}. The command timeout expired and the process was killed; raise the timeout or use zero for no timeout"
+    )]
+    DeadlineExceeded {
+        /// envd's message.
+        message: String,
+    },
+    /// The call was cancelled by the server or a proxy (`canceled`).
+    #[error("cancelled: {message}")]
+    Cancelled {
+        /// envd's message.
+        message: String,
+    },
+    /// The call needs a newer envd. Nothing was sent.
+    #[error(transparent)]
+    UnsupportedFeature(#[from] UnsupportedFeature),
+    /// envd answered with another status.
+    #[error("envd error ({code:?}): {message}")]
+    Rpc {
+        /// The status code.
+        code: RpcCode,
+        /// envd's message.
+        message: String,
+    },
+    /// The endpoint is malformed (bad URL, header value).
+    #[error("invalid endpoint: {0}")]
+    InvalidEndpoint(String),
+    /// The connection failed below the RPC layer.
+    #[error("transport error talking to envd: {0}")]
+    Transport(String),
+}
+
+impl EnvdError {
+    /// The gRPC / Connect code this error corresponds to, if it came from envd.
+    pub fn code(&self) -> Option<RpcCode> {
+        Some(match self {
+            Self::NotFound { .. } => RpcCode::NotFound,
+            Self::InvalidArgument { .. } => RpcCode::InvalidArgument,
+            Self::Authentication { .. } => RpcCode::Unauthenticated,
+            Self::PermissionDenied { .. } => RpcCode::PermissionDenied,
+            Self::AlreadyExists { .. } => RpcCode::AlreadyExists,
+            Self::SandboxUnavailable { .. } => RpcCode::Unavailable,
+            Self::RateLimited { .. } => RpcCode::ResourceExhausted,
+            Self::DeadlineExceeded { .. } => RpcCode::DeadlineExceeded,
+            Self::Cancelled { .. } => RpcCode::Cancelled,
+            Self::Rpc { code, .. } => *code,
+            _ => return None,
+        })
+    }
+
+    /// Whether this is `not_found`.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::NotFound { .. })
+    }
+}
+
+impl From<tonic::Status> for EnvdError {
+    fn from(status: tonic::Status) -> Self {
+        let message = status.message().to_owned();
+        match status.code() {
+            RpcCode::NotFound => Self::NotFound { message },
+            RpcCode::InvalidArgument | RpcCode::FailedPrecondition | RpcCode::OutOfRange => {
+                Self::InvalidArgument { message }
+            }
+            RpcCode::Unauthenticated => Self::Authentication { message },
+            RpcCode::PermissionDenied => Self::PermissionDenied { message },
+            RpcCode::AlreadyExists => Self::AlreadyExists { message },
+            RpcCode::Unavailable => Self::SandboxUnavailable { message },
+            RpcCode::ResourceExhausted => Self::RateLimited { message },
+            RpcCode::DeadlineExceeded => Self::DeadlineExceeded { message },
+            RpcCode::Cancelled => Self::Cancelled { message },
+            // A transport failure surfaces as `unknown` with the source attached.
+            RpcCode::Unknown if std::error::Error::source(&status).is_some() => {
+                Self::Transport(format!("{message}: {}", source_chain(&status)))
+            }
+            code => Self::Rpc { code, message },
+        }
+    }
+}
+
+fn source_chain(err: &dyn std::error::Error) -> String {
+    let mut out = String::new();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&e.to_string());
+        cur = e.source();
+    }
+    out
+}
