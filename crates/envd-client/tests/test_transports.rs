@@ -1,5 +1,7 @@
 //! Both transports against a tonic test server on loopback: headers seen, errors mapped.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::time::Duration;

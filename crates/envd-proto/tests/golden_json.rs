@@ -1,5 +1,7 @@
 //! Pins the proto3 JSON of envd messages against the examples envd and the E2B SDKs exchange.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use e2b_envd_proto::filesystem::{EntryInfo, FileType, StatResponse};
 use e2b_envd_proto::pbjson_types::Timestamp;
 use e2b_envd_proto::process::{
@@ -42,9 +44,7 @@ fn start_stream_events_match_envd_json() {
     );
 
     let data = event(process_event::Event::Data(process_event::DataEvent {
-        output: Some(process_event::data_event::Output::Stdout(
-            b"hi\n".to_vec().into(),
-        )),
+        output: Some(process_event::data_event::Output::Stdout(b"hi\n".to_vec())),
     }));
     assert_eq!(
         serde_json::to_value(&data).unwrap(),
