@@ -1,1 +1,89 @@
 //! Test helpers shared by the workspace (not published).
+//!
+//! Start the real envd daemon in-process on an ephemeral loopback port:
+//!
+//! ```no_run
+//! # async fn demo() {
+//! let envd = e2b_test_support::spawn_envd().await;
+//! let url = envd.url(); // http://127.0.0.1:<port>
+//! let token = envd.access_token(); // Some("test-token-…")
+//! // ... drive it with a client; the daemon stops (and kills its processes) on drop.
+//! # }
+//! ```
+
+use std::path::Path;
+
+pub use e2b_envd::{EnvdConfig, EnvdHandle};
+
+/// A daemon started for a test, with its own temporary working directory. Dropping it stops
+/// the daemon, kills every process it started and removes the directory.
+#[derive(Debug)]
+pub struct TestEnvd {
+    handle: Option<EnvdHandle>,
+    workdir: tempfile::TempDir,
+}
+
+impl TestEnvd {
+    /// Base URL, e.g. `http://127.0.0.1:41234`.
+    pub fn url(&self) -> String {
+        self.handle.as_ref().map(|h| h.url()).unwrap_or_default()
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        match self.handle.as_ref() {
+            Some(h) => h.local_addr(),
+            None => std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        }
+    }
+
+    /// The access token to send in `X-Access-Token` (`None` if the daemon is open).
+    pub fn access_token(&self) -> Option<String> {
+        self.handle.as_ref().and_then(|h| h.access_token())
+    }
+
+    /// The daemon's default working directory (a fresh temporary directory).
+    pub fn workdir(&self) -> &Path {
+        self.workdir.path()
+    }
+
+    /// The underlying handle.
+    pub fn handle(&self) -> Option<&EnvdHandle> {
+        self.handle.as_ref()
+    }
+
+    /// Graceful shutdown (waits until every process is reaped).
+    pub async fn shutdown(mut self) {
+        if let Some(h) = self.handle.take() {
+            h.shutdown().await;
+        }
+    }
+}
+
+/// Starts a daemon on `127.0.0.1:0` with a random access token and a temporary default
+/// working directory. Panics if it cannot start (this is a test helper).
+pub async fn spawn_envd() -> TestEnvd {
+    spawn_envd_with(|c| c).await
+}
+
+/// Like [`spawn_envd`], with the configuration adjusted by `configure` (the bind address,
+/// token and workdir are preset; override them if you need to).
+#[allow(clippy::expect_used)]
+pub async fn spawn_envd_with(configure: impl FnOnce(EnvdConfig) -> EnvdConfig) -> TestEnvd {
+    let workdir = tempfile::tempdir().expect("create a temporary workdir");
+    let token = format!("test-token-{}-{}", std::process::id(), workdir.path().display().to_string().len());
+    let config = EnvdConfig::ephemeral()
+        .with_access_token(token)
+        .with_default_workdir(workdir.path());
+    let handle = e2b_envd::Envd::start(configure(config)).await.expect("start envd");
+    TestEnvd { handle: Some(handle), workdir }
+}
+
+/// Starts a daemon with no access token (open, as envd before `/init`).
+pub async fn spawn_envd_open() -> TestEnvd {
+    spawn_envd_with(|mut c| {
+        c.access_token = None;
+        c
+    })
+    .await
+}

@@ -1,0 +1,361 @@
+//! A small server for the [Connect protocol](https://connectrpc.com/docs/protocol) on top of
+//! axum/hyper, calling **tonic service implementations**.
+//!
+//! Each RPC is registered once in a [`ConnectRouter`] with a closure that calls the tonic
+//! service trait method. The router decodes the request (JSON via pbjson serde, or binary
+//! protobuf), builds a [`tonic::Request`] whose metadata holds the HTTP headers, calls the
+//! closure and encodes the answer in Connect framing:
+//!
+//! - unary: bare bodies, `application/json` or `application/proto`; errors are non-2xx JSON
+//!   `{"code","message"}` with the status from the Connect spec;
+//! - server streaming and client streaming: `application/connect+json` or
+//!   `application/connect+proto`, 5-byte envelopes, a final end-stream envelope (flag `0x02`)
+//!   holding `{}` or `{"error":{...}}`, HTTP 200 even for errors;
+//! - `Connect-Timeout-Ms` bounds the call (the stream ends with `deadline_exceeded`);
+//! - unsupported content types get 415, compressed messages `unimplemented`, messages over the
+//!   configured limit `resource_exhausted`.
+//!
+//! Registering another service takes a few lines; see [`ConnectRouter::unary`] and
+//! `docs/envd.md`.
+
+mod codec;
+mod envelope;
+mod errors;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures::stream::{BoxStream, StreamExt};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
+use http_body_util::BodyExt as _;
+use tokio::time::Instant;
+use tonic::Status;
+use tonic::metadata::MetadataMap;
+
+pub use codec::{Codec, ConnectMessage};
+pub use envelope::{END_STREAM_FLAG, COMPRESSED_FLAG, encode_envelope, parse_single_envelope};
+pub use errors::{code_name, error_json, http_status};
+
+type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+type ByteStream = BoxStream<'static, Result<Bytes, Status>>;
+type UnaryFn = Arc<dyn Fn(MetadataMap, Bytes, Codec) -> BoxFut<Result<Bytes, Status>> + Send + Sync>;
+type ServerStreamFn = Arc<dyn Fn(MetadataMap, Bytes, Codec) -> BoxFut<Result<ByteStream, Status>> + Send + Sync>;
+type ClientStreamFn = Arc<dyn Fn(MetadataMap, Body, Codec, usize) -> BoxFut<Result<Bytes, Status>> + Send + Sync>;
+
+#[derive(Clone)]
+enum Method {
+    Unary(UnaryFn),
+    ServerStream(ServerStreamFn),
+    ClientStream(ClientStreamFn),
+}
+
+/// A table of Connect procedures (`/package.Service/Method` → handler).
+///
+/// Cheap to clone (the handlers are `Arc`s).
+#[derive(Clone)]
+pub struct ConnectRouter {
+    methods: HashMap<String, Method>,
+    max_message_bytes: usize,
+}
+
+impl std::fmt::Debug for ConnectRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<_> = self.methods.keys().collect();
+        names.sort();
+        f.debug_struct("ConnectRouter").field("methods", &names).field("max_message_bytes", &self.max_message_bytes).finish()
+    }
+}
+
+fn make_request<T>(metadata: MetadataMap, message: T) -> tonic::Request<T> {
+    tonic::Request::from_parts(metadata, tonic::Extensions::new(), message)
+}
+
+impl ConnectRouter {
+    /// An empty router accepting messages up to `max_message_bytes`.
+    pub fn new(max_message_bytes: usize) -> Self {
+        Self { methods: HashMap::new(), max_message_bytes }
+    }
+
+    /// Whether `path` (for example `/process.Process/Start`) is a registered procedure.
+    pub fn has(&self, path: &str) -> bool {
+        self.methods.contains_key(path)
+    }
+
+    /// Whether any procedure of the service prefix of `path` (`/process.Process/`) is registered.
+    pub fn serves_service_of(&self, path: &str) -> bool {
+        let Some(idx) = path.rfind('/') else { return false };
+        let prefix = &path[..=idx];
+        idx > 0 && self.methods.keys().any(|k| k.starts_with(prefix))
+    }
+
+    /// Registers a unary procedure. `f` is typically a call of the tonic service trait method:
+    ///
+    /// ```ignore
+    /// let svc = Arc::new(MyService::new());
+    /// router.unary("/pkg.Svc/Method", move |req| {
+    ///     let svc = svc.clone();
+    ///     async move { pkg::svc_server::Svc::method(&*svc, req).await }
+    /// })
+    /// ```
+    pub fn unary<Req, Resp, F, Fut>(mut self, path: &str, f: F) -> Self
+    where
+        Req: ConnectMessage,
+        Resp: ConnectMessage,
+        F: Fn(tonic::Request<Req>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<tonic::Response<Resp>, Status>> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        let handler: UnaryFn = Arc::new(move |md, body, codec| {
+            let f = f.clone();
+            Box::pin(async move {
+                let msg: Req = codec.decode(&body)?;
+                let resp = f(make_request(md, msg)).await?;
+                codec.encode(resp.get_ref())
+            })
+        });
+        self.methods.insert(path.to_string(), Method::Unary(handler));
+        self
+    }
+
+    /// Registers a server-streaming procedure (`f` returns a tonic streaming response).
+    pub fn server_stream<Req, Resp, S, F, Fut>(mut self, path: &str, f: F) -> Self
+    where
+        Req: ConnectMessage,
+        Resp: ConnectMessage,
+        S: futures::Stream<Item = Result<Resp, Status>> + Send + 'static,
+        F: Fn(tonic::Request<Req>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<tonic::Response<S>, Status>> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        let handler: ServerStreamFn = Arc::new(move |md, body, codec| {
+            let f = f.clone();
+            Box::pin(async move {
+                let msg: Req = codec.decode(&body)?;
+                let resp = f(make_request(md, msg)).await?;
+                let stream = resp.into_inner().map(move |item| item.and_then(|m| codec.encode(&m)));
+                Ok(stream.boxed())
+            })
+        });
+        self.methods.insert(path.to_string(), Method::ServerStream(handler));
+        self
+    }
+
+    /// Registers a client-streaming procedure (`f` receives a [`tonic::Streaming`] of requests).
+    pub fn client_stream<Req, Resp, F, Fut>(mut self, path: &str, f: F) -> Self
+    where
+        Req: ConnectMessage,
+        Resp: ConnectMessage,
+        F: Fn(tonic::Request<tonic::Streaming<Req>>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<tonic::Response<Resp>, Status>> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        let handler: ClientStreamFn = Arc::new(move |md, body, codec, max| {
+            let f = f.clone();
+            Box::pin(async move {
+                let streaming = tonic::Streaming::new_request(codec::ConnectDecoder::<Req>::new(codec), body, None, Some(max));
+                let resp = f(make_request(md, streaming)).await?;
+                codec.encode(resp.get_ref())
+            })
+        });
+        self.methods.insert(path.to_string(), Method::ClientStream(handler));
+        self
+    }
+
+    /// Serves one HTTP request addressed to a registered procedure. Never panics on input;
+    /// every failure becomes a Connect error response.
+    pub async fn handle(&self, req: Request<Body>) -> Response<Body> {
+        let path = req.uri().path().to_string();
+        let ct = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let parsed = codec::parse_content_type(&ct);
+        let Some(method) = self.methods.get(&path).cloned() else {
+            let status = Status::unimplemented(format!("{path} is not implemented"));
+            return match parsed {
+                Some((true, codec)) => stream_error_response(codec, &status),
+                _ => unary_error_response(StatusCode::NOT_FOUND, &status),
+            };
+        };
+        if req.method() != http::Method::POST {
+            let mut resp = unary_error_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &Status::unimplemented("Connect procedures only accept POST"),
+            );
+            resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+            return resp;
+        }
+        let streaming_kind = !matches!(method, Method::Unary(_));
+        let codec = match parsed {
+            Some((streaming, codec)) if streaming == streaming_kind => codec,
+            _ => return unsupported_media_type(streaming_kind),
+        };
+        let (parts, body) = req.into_parts();
+        let headers = parts.headers;
+        if let Err(status) = check_compression(&headers, streaming_kind) {
+            return self.error_for(streaming_kind, codec, status);
+        }
+        let deadline = match parse_timeout(&headers) {
+            Ok(d) => d.map(|d| Instant::now() + d),
+            Err(status) => return self.error_for(streaming_kind, codec, status),
+        };
+        let metadata = MetadataMap::from_headers(headers);
+        match method {
+            Method::Unary(f) => {
+                let result = async {
+                    let bytes = read_body(body, self.max_message_bytes).await?;
+                    with_deadline(deadline, f(metadata, bytes, codec)).await
+                }
+                .await;
+                match result {
+                    Ok(bytes) => {
+                        let mut resp = Response::new(Body::from(bytes));
+                        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(codec.unary_content_type()));
+                        resp
+                    }
+                    Err(status) => unary_error_response(http_status(status.code()), &status),
+                }
+            }
+            Method::ServerStream(f) => {
+                let result = async {
+                    let bytes = read_body(body, self.max_message_bytes.saturating_add(5)).await?;
+                    let message = parse_single_envelope(&bytes, self.max_message_bytes)?;
+                    with_deadline(deadline, f(metadata, message, codec)).await
+                }
+                .await;
+                match result {
+                    Ok(stream) => stream_response(codec, stream, deadline),
+                    Err(status) => stream_error_response(codec, &status),
+                }
+            }
+            Method::ClientStream(f) => {
+                let result = with_deadline(deadline, f(metadata, body, codec, self.max_message_bytes)).await;
+                let frames: Vec<Result<Bytes, Infallible>> = match result {
+                    Ok(msg) => vec![Ok(encode_envelope(0, &msg)), Ok(end_stream_ok())],
+                    Err(status) => vec![Ok(end_stream_error(&status))],
+                };
+                streaming_http_response(codec, Body::from_stream(futures::stream::iter(frames)))
+            }
+        }
+    }
+
+    fn error_for(&self, streaming: bool, codec: Codec, status: Status) -> Response<Body> {
+        if streaming { stream_error_response(codec, &status) } else { unary_error_response(http_status(status.code()), &status) }
+    }
+}
+
+fn check_compression(headers: &HeaderMap, streaming: bool) -> Result<(), Status> {
+    let name = if streaming { "connect-content-encoding" } else { "content-encoding" };
+    match headers.get(name).map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase()) {
+        None => Ok(()),
+        Some(v) if v.is_empty() || v == "identity" => Ok(()),
+        Some(v) => Err(Status::unimplemented(format!("unsupported compression \"{v}\": this server only accepts identity"))),
+    }
+}
+
+/// Parses `Connect-Timeout-Ms` (≤ 10 ASCII digits). `0` or absent = none.
+pub fn parse_timeout(headers: &HeaderMap) -> Result<Option<Duration>, Status> {
+    let Some(v) = headers.get("connect-timeout-ms") else { return Ok(None) };
+    let s = v.to_str().unwrap_or("").trim();
+    if s.is_empty() || s.len() > 10 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Status::invalid_argument(format!("invalid Connect-Timeout-Ms header {s:?}: want up to 10 digits")));
+    }
+    let ms: u64 = s.parse().map_err(|_| Status::invalid_argument("invalid Connect-Timeout-Ms header"))?;
+    Ok(if ms == 0 { None } else { Some(Duration::from_millis(ms)) })
+}
+
+async fn with_deadline<T>(deadline: Option<Instant>, fut: impl Future<Output = Result<T, Status>>) -> Result<T, Status> {
+    match deadline {
+        None => fut.await,
+        Some(d) => match tokio::time::timeout_at(d, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(Status::deadline_exceeded("the Connect-Timeout-Ms deadline expired")),
+        },
+    }
+}
+
+/// Reads a whole request body, refusing more than `limit` bytes.
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, Status> {
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                Err(Status::resource_exhausted(format!("request message larger than the {limit} byte limit")))
+            } else {
+                Err(Status::internal(format!("reading the request body failed: {e}")))
+            }
+        }
+    }
+}
+
+fn end_stream_ok() -> Bytes {
+    encode_envelope(END_STREAM_FLAG, b"{}")
+}
+
+fn end_stream_error(status: &Status) -> Bytes {
+    let body = serde_json::json!({ "error": error_json(status) });
+    encode_envelope(END_STREAM_FLAG, body.to_string().as_bytes())
+}
+
+fn streaming_http_response(codec: Codec, body: Body) -> Response<Body> {
+    let mut resp = Response::new(body);
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(codec.stream_content_type()));
+    resp
+}
+
+fn stream_error_response(codec: Codec, status: &Status) -> Response<Body> {
+    streaming_http_response(codec, Body::from(end_stream_error(status)))
+}
+
+fn unary_error_response(http: StatusCode, status: &Status) -> Response<Body> {
+    let mut resp = Response::new(Body::from(error_json(status).to_string()));
+    *resp.status_mut() = http;
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+fn unsupported_media_type(streaming: bool) -> Response<Body> {
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
+    let accept = if streaming {
+        "application/connect+json, application/connect+proto"
+    } else {
+        "application/json, application/proto"
+    };
+    resp.headers_mut().insert("accept-post", HeaderValue::from_static(accept));
+    resp
+}
+
+fn stream_response(codec: Codec, inner: ByteStream, deadline: Option<Instant>) -> Response<Body> {
+    struct St {
+        inner: Option<ByteStream>,
+        deadline: Option<Instant>,
+    }
+    let frames = futures::stream::unfold(St { inner: Some(inner), deadline }, |mut st| async move {
+        let inner = st.inner.as_mut()?;
+        let next = match st.deadline {
+            None => inner.next().await,
+            Some(d) => tokio::select! {
+                biased;
+                n = inner.next() => n,
+                _ = tokio::time::sleep_until(d) => Some(Err(Status::deadline_exceeded("the Connect-Timeout-Ms deadline expired"))),
+            },
+        };
+        let frame = match next {
+            Some(Ok(msg)) => encode_envelope(0, &msg),
+            Some(Err(status)) => {
+                st.inner = None;
+                end_stream_error(&status)
+            }
+            None => {
+                st.inner = None;
+                end_stream_ok()
+            }
+        };
+        Some((Ok::<_, Infallible>(frame), st))
+    });
+    streaming_http_response(codec, Body::from_stream(frames))
+}

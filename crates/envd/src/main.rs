@@ -1,0 +1,26 @@
+//! `e2b-envd`: the local envd-compatible daemon.
+
+use clap::Parser;
+
+#[derive(Debug, Parser)]
+#[command(name = "e2b-envd", version, about = "A local envd-compatible daemon (Process service over gRPC, gRPC-Web and Connect)")]
+struct Cli {
+    #[command(flatten)]
+    args: e2b_envd::EnvdArgs,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("E2B_ENVD_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match e2b_envd::run_cli(cli.args).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("e2b-envd: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! envd's `process.Process` service: one tonic implementation served over gRPC, gRPC-Web and
+//! Connect.
+
+mod pty;
+mod spawn;
+mod table;
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use e2b_envd_proto::process::process_event::{Event, KeepAlive, StartEvent};
+use e2b_envd_proto::process::process_server::Process;
+use e2b_envd_proto::process::{
+    CloseStdinRequest, CloseStdinResponse, ConnectRequest, ConnectResponse, ListRequest, ListResponse, ProcessEvent,
+    ProcessInfo, SendInputRequest, SendInputResponse, SendSignalRequest, SendSignalResponse, Signal, StartRequest,
+    StartResponse, StreamInputRequest, StreamInputResponse, UpdateRequest, UpdateResponse, process_input,
+    stream_input_request,
+};
+use futures::{Stream, StreamExt as _};
+use tokio::time::Instant;
+use tonic::{Request, Response, Status};
+
+pub(crate) use table::ProcessTable;
+use table::{ProcEntry, Subscription};
+
+use crate::connect::ConnectRouter;
+use crate::state::State;
+
+type EventStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+/// The Process service implementation shared by every protocol.
+#[derive(Debug, Clone)]
+pub(crate) struct ProcessService {
+    state: Arc<State>,
+    table: Arc<ProcessTable>,
+}
+
+impl ProcessService {
+    pub(crate) fn new(state: Arc<State>, table: Arc<ProcessTable>) -> Self {
+        Self { state, table }
+    }
+}
+
+/// Registers the eight Process procedures in a Connect router.
+pub(crate) fn register_connect(router: ConnectRouter, svc: Arc<ProcessService>) -> ConnectRouter {
+    macro_rules! unary {
+        ($router:expr, $name:literal, $method:ident) => {{
+            let s = svc.clone();
+            $router.unary(concat!("/process.Process/", $name), move |req| {
+                let s = s.clone();
+                async move { Process::$method(&*s, req).await }
+            })
+        }};
+    }
+    let router = unary!(router, "List", list);
+    let router = unary!(router, "Update", update);
+    let router = unary!(router, "SendInput", send_input);
+    let router = unary!(router, "SendSignal", send_signal);
+    let router = unary!(router, "CloseStdin", close_stdin);
+    let s = svc.clone();
+    let router = router.server_stream("/process.Process/Start", move |req| {
+        let s = s.clone();
+        async move { Process::start(&*s, req).await }
+    });
+    let s = svc.clone();
+    let router = router.server_stream("/process.Process/Connect", move |req| {
+        let s = s.clone();
+        async move { Process::connect(&*s, req).await }
+    });
+    let s = svc;
+    router.client_stream("/process.Process/StreamInput", move |req| {
+        let s = s.clone();
+        async move { Process::stream_input(&*s, req).await }
+    })
+}
+
+/// The process lifetime from `Connect-Timeout-Ms`, else `grpc-timeout`. `None` = unlimited.
+fn process_timeout(md: &tonic::metadata::MetadataMap) -> Result<Option<Duration>, Status> {
+    if let Some(v) = md.get("connect-timeout-ms") {
+        let s = v.to_str().unwrap_or("").trim();
+        let ms: u64 = s.parse().map_err(|_| Status::invalid_argument(format!("invalid Connect-Timeout-Ms header {s:?}")))?;
+        return Ok((ms > 0).then(|| Duration::from_millis(ms)));
+    }
+    if let Some(v) = md.get("grpc-timeout") {
+        let s = v.to_str().unwrap_or("").trim();
+        let bad = || Status::invalid_argument(format!("invalid grpc-timeout header {s:?}"));
+        if s.len() < 2 {
+            return Err(bad());
+        }
+        let (digits, unit) = s.split_at(s.len() - 1);
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        let d = match unit {
+            "H" => Duration::from_secs(n.saturating_mul(3600)),
+            "M" => Duration::from_secs(n.saturating_mul(60)),
+            "S" => Duration::from_secs(n),
+            "m" => Duration::from_millis(n),
+            "u" => Duration::from_micros(n),
+            "n" => Duration::from_nanos(n),
+            _ => return Err(bad()),
+        };
+        return Ok((!d.is_zero()).then_some(d));
+    }
+    Ok(None)
+}
+
+/// `Keepalive-Ping-Interval` in seconds; invalid or absent → the configured default.
+fn keepalive_interval(md: &tonic::metadata::MetadataMap, default: Duration) -> Duration {
+    md.get("keepalive-ping-interval")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|n| *n > 0)
+        .map(Duration::from_secs)
+        .unwrap_or(default)
+}
+
+struct StreamState {
+    entry: Arc<ProcEntry>,
+    start_sent: bool,
+    source: Option<Subscription>,
+    keepalive: Duration,
+    deadline: Option<Instant>,
+}
+
+/// `start{pid}`, then live events (with keepalives) until `end`; the lifetime deadline, when
+/// reached, ends the stream with `deadline_exceeded` instead.
+fn event_stream(
+    entry: Arc<ProcEntry>,
+    source: Subscription,
+    keepalive: Duration,
+    deadline: Option<Instant>,
+) -> impl Stream<Item = Result<ProcessEvent, Status>> + Send + 'static {
+    let st = StreamState { entry, start_sent: false, source: Some(source), keepalive, deadline };
+    futures::stream::unfold(st, |mut st| async move {
+        if !st.start_sent {
+            st.start_sent = true;
+            let ev = ProcessEvent { event: Some(Event::Start(StartEvent { pid: st.entry.pid })) };
+            return Some((Ok(ev), st));
+        }
+        let deadline_err = || Status::deadline_exceeded("the process ran past its timeout (Connect-Timeout-Ms) and was killed");
+        let item = match st.source.as_mut()? {
+            Subscription::Ended(end) => {
+                let end = end.clone();
+                st.source = None;
+                Ok(ProcessEvent { event: Some(Event::End(end)) })
+            }
+            Subscription::Live(rx) => {
+                let sleep_deadline = async {
+                    match st.deadline {
+                        Some(d) => tokio::time::sleep_until(d).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    _ = sleep_deadline => {
+                        st.source = None;
+                        Err(deadline_err())
+                    }
+                    ev = rx.recv() => match ev {
+                        Some(Event::End(end)) => {
+                            st.source = None;
+                            if st.deadline.is_some() && st.entry.timed_out() {
+                                Err(deadline_err())
+                            } else {
+                                Ok(ProcessEvent { event: Some(Event::End(end)) })
+                            }
+                        }
+                        Some(ev) => Ok(ProcessEvent { event: Some(ev) }),
+                        None => return None,
+                    },
+                    _ = tokio::time::sleep(st.keepalive) => Ok(ProcessEvent { event: Some(Event::Keepalive(KeepAlive {})) }),
+                }
+            }
+        };
+        Some((item, st))
+    })
+}
+
+#[tonic::async_trait]
+impl Process for ProcessService {
+    async fn list(&self, _request: Request<ListRequest>) -> Result<Response<ListResponse>, Status> {
+        let processes = self
+            .table
+            .live()
+            .into_iter()
+            .map(|e| ProcessInfo { config: Some(e.config.clone()), pid: e.pid, tag: e.tag.clone() })
+            .collect();
+        Ok(Response::new(ListResponse { processes }))
+    }
+
+    type ConnectStream = EventStream<ConnectResponse>;
+
+    async fn connect(&self, request: Request<ConnectRequest>) -> Result<Response<Self::ConnectStream>, Status> {
+        let keepalive = keepalive_interval(request.metadata(), self.state.keepalive());
+        let entry = self.table.find_any(request.get_ref().process.as_ref())?;
+        let source = entry.subscribe();
+        let stream = event_stream(entry, source, keepalive, None).map(|r| r.map(|ev| ConnectResponse { event: Some(ev) }));
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    type StartStream = EventStream<StartResponse>;
+
+    async fn start(&self, request: Request<StartRequest>) -> Result<Response<Self::StartStream>, Status> {
+        if self.table.is_closed() {
+            return Err(Status::unavailable("envd is shutting down"));
+        }
+        let headers = request.metadata().clone().into_headers();
+        let user = self.state.user_from_headers(&headers).map_err(Status::unauthenticated)?;
+        let timeout = process_timeout(request.metadata())?;
+        let keepalive = keepalive_interval(request.metadata(), self.state.keepalive());
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let req = request.into_inner();
+        let spawned = spawn::spawn(&self.state, &user, &req)?;
+        let config = req.process.clone().unwrap_or_default();
+        let (entry, rx) = self.table.register(spawned, config, req.tag.clone(), deadline, self.state.exited_retention());
+        let stream = event_stream(entry, Subscription::Live(rx), keepalive, deadline)
+            .map(|r| r.map(|ev| StartResponse { event: Some(ev) }));
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn update(&self, request: Request<UpdateRequest>) -> Result<Response<UpdateResponse>, Status> {
+        let req = request.into_inner();
+        let entry = self.table.find_live(req.process.as_ref())?;
+        if let Some(pty) = req.pty {
+            let size = pty.size.ok_or_else(|| Status::invalid_argument("pty.size is required to resize a tty"))?;
+            entry.resize(size.cols, size.rows)?;
+        }
+        Ok(Response::new(UpdateResponse {}))
+    }
+
+    async fn stream_input(
+        &self,
+        request: Request<tonic::Streaming<StreamInputRequest>>,
+    ) -> Result<Response<StreamInputResponse>, Status> {
+        let mut stream = request.into_inner();
+        let mut entry: Option<Arc<ProcEntry>> = None;
+        while let Some(msg) = stream.message().await? {
+            match msg.event {
+                Some(stream_input_request::Event::Start(start)) => {
+                    entry = Some(self.table.find_live(start.process.as_ref())?);
+                }
+                Some(stream_input_request::Event::Data(data)) => {
+                    let Some(e) = entry.as_ref() else {
+                        return Err(Status::failed_precondition("StreamInput: the first message must be start{process}"));
+                    };
+                    write_input(e, data.input).await?;
+                }
+                Some(stream_input_request::Event::Keepalive(_)) | None => {}
+            }
+        }
+        Ok(Response::new(StreamInputResponse {}))
+    }
+
+    async fn send_input(&self, request: Request<SendInputRequest>) -> Result<Response<SendInputResponse>, Status> {
+        let req = request.into_inner();
+        let entry = self.table.find_live(req.process.as_ref())?;
+        write_input(&entry, req.input).await?;
+        Ok(Response::new(SendInputResponse {}))
+    }
+
+    async fn send_signal(&self, request: Request<SendSignalRequest>) -> Result<Response<SendSignalResponse>, Status> {
+        let req = request.into_inner();
+        let signal = match Signal::try_from(req.signal) {
+            Ok(Signal::Sigkill) => nix::sys::signal::Signal::SIGKILL,
+            Ok(Signal::Sigterm) => nix::sys::signal::Signal::SIGTERM,
+            _ => return Err(Status::unimplemented(format!("invalid signal: {}", req.signal))),
+        };
+        let entry = self.table.find_live(req.process.as_ref())?;
+        entry.signal(signal)?;
+        Ok(Response::new(SendSignalResponse {}))
+    }
+
+    async fn close_stdin(&self, request: Request<CloseStdinRequest>) -> Result<Response<CloseStdinResponse>, Status> {
+        let req = request.into_inner();
+        let entry = self.table.find_live(req.process.as_ref())?;
+        entry.close_stdin().await?;
+        Ok(Response::new(CloseStdinResponse {}))
+    }
+}
+
+async fn write_input(entry: &ProcEntry, input: Option<e2b_envd_proto::process::ProcessInput>) -> Result<(), Status> {
+    match input.and_then(|i| i.input) {
+        Some(process_input::Input::Stdin(data)) => entry.write_stdin(&data).await,
+        Some(process_input::Input::Pty(data)) => entry.write_pty(&data).await,
+        None => Err(Status::unimplemented("invalid input type: the input is empty")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts() {
+        let mut md = tonic::metadata::MetadataMap::new();
+        assert_eq!(process_timeout(&md).ok().flatten(), None);
+        md.insert("grpc-timeout", tonic::metadata::MetadataValue::from_static("5S"));
+        assert_eq!(process_timeout(&md).ok().flatten(), Some(Duration::from_secs(5)));
+        md.insert("connect-timeout-ms", tonic::metadata::MetadataValue::from_static("1500"));
+        assert_eq!(process_timeout(&md).ok().flatten(), Some(Duration::from_millis(1500)));
+        md.insert("connect-timeout-ms", tonic::metadata::MetadataValue::from_static("x"));
+        assert!(process_timeout(&md).is_err());
+    }
+}

@@ -1,0 +1,127 @@
+//! Starting a command the way envd does: environment, working directory, user, stdio, PTY.
+//! Every command gets its own session (and so its own process group) — a deliberate
+//! deviation from envd so kills reach grandchildren.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use e2b_envd_proto::process::{StartRequest, pty};
+use tonic::Status;
+
+use super::pty::PtyMaster;
+use crate::state::{State, User};
+
+/// envd's own PATH, used when the daemon's environment has none.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// A freshly started command and its pipes.
+#[derive(Debug)]
+pub(crate) struct Spawned {
+    pub(crate) child: tokio::process::Child,
+    pub(crate) pid: u32,
+    pub(crate) stdin: Option<tokio::process::ChildStdin>,
+    pub(crate) stdout: Option<tokio::process::ChildStdout>,
+    pub(crate) stderr: Option<tokio::process::ChildStderr>,
+    pub(crate) pty: Option<PtyMaster>,
+}
+
+/// The environment of a command: PATH, HOME, USER, LOGNAME, then the daemon's global variables,
+/// then the request's `envs` (later entries win). Nothing else is inherited.
+pub(crate) fn build_env(state: &State, user: &User, request_envs: &HashMap<String, String>) -> HashMap<String, String> {
+    let mut env = HashMap::new();
+    env.insert("PATH".to_string(), std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_string()));
+    env.insert("HOME".to_string(), user.home.to_string_lossy().into_owned());
+    env.insert("USER".to_string(), user.name.clone());
+    env.insert("LOGNAME".to_string(), user.name.clone());
+    env.extend(state.env_vars());
+    env.extend(request_envs.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env
+}
+
+/// Resolves and checks the working directory.
+pub(crate) fn resolve_cwd(state: &State, user: &User, cwd: Option<&str>) -> Result<PathBuf, Status> {
+    let raw = cwd.unwrap_or("");
+    let path = state.resolve_path(user, raw).map_err(Status::invalid_argument)?;
+    if !path.is_dir() {
+        return Err(Status::invalid_argument(format!("cwd '{}' does not exist", path.display())));
+    }
+    Ok(path)
+}
+
+fn set_cloexec(fd: &OwnedFd) -> std::io::Result<()> {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    fcntl(fd.as_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map(|_| ()).map_err(std::io::Error::from)
+}
+
+/// Starts the command of `req` as `user`.
+pub(crate) fn spawn(state: &State, user: &User, req: &StartRequest) -> Result<Spawned, Status> {
+    let Some(config) = req.process.as_ref() else {
+        return Err(Status::invalid_argument("the request has no process config"));
+    };
+    if config.cmd.is_empty() {
+        return Err(Status::invalid_argument("error starting process: empty command"));
+    }
+    let cwd = resolve_cwd(state, user, config.cwd.as_deref())?;
+    let env = build_env(state, user, &config.envs);
+
+    let mut cmd = tokio::process::Command::new(&config.cmd);
+    cmd.args(&config.args).env_clear().envs(&env).current_dir(&cwd).kill_on_drop(false);
+
+    let mut master = None;
+    if let Some(pty) = req.pty.as_ref() {
+        let size = pty.size.unwrap_or(pty::Size { cols: 80, rows: 24 });
+        let ws = nix::pty::Winsize {
+            ws_row: u16::try_from(size.rows).unwrap_or(u16::MAX),
+            ws_col: u16::try_from(size.cols).unwrap_or(u16::MAX),
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let pair = nix::pty::openpty(Some(&ws), None).map_err(|e| Status::invalid_argument(format!("error starting pty: {e}")))?;
+        set_cloexec(&pair.master).and_then(|_| set_cloexec(&pair.slave)).map_err(|e| Status::internal(format!("error starting pty: {e}")))?;
+        let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| Status::internal(format!("error starting pty: {e}")));
+        cmd.stdin(Stdio::from(dup(&pair.slave)?)).stdout(Stdio::from(dup(&pair.slave)?)).stderr(Stdio::from(pair.slave));
+        master = Some(pair.master);
+    } else {
+        let stdin = if req.stdin.unwrap_or(true) { Stdio::piped() } else { Stdio::null() };
+        cmd.stdin(stdin).stdout(Stdio::piped()).stderr(Stdio::piped());
+    }
+
+    let is_pty = master.is_some();
+    let switch = if state.is_root() && (user.uid != state.current_user().uid || user.gid != state.current_user().gid) {
+        Some((user.uid, user.gid, user.groups.clone()))
+    } else {
+        None
+    };
+    // SAFETY: the closure runs between fork and exec and only calls async-signal-safe
+    // functions (setsid, ioctl, setgroups, setgid, setuid); everything it needs was computed
+    // before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            if is_pty && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some((uid, gid, groups)) = &switch {
+                let groups: Vec<nix::unistd::Gid> = groups.iter().map(|g| nix::unistd::Gid::from_raw(*g)).collect();
+                nix::unistd::setgroups(&groups).map_err(std::io::Error::from)?;
+                nix::unistd::setgid(nix::unistd::Gid::from_raw(*gid)).map_err(std::io::Error::from)?;
+                nix::unistd::setuid(nix::unistd::Uid::from_raw(*uid)).map_err(std::io::Error::from)?;
+            }
+            Ok(())
+        });
+    }
+
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Status::invalid_argument(format!("error starting process '{}': {e}", config.cmd)))?;
+    let Some(pid) = child.id() else {
+        return Err(Status::internal("error starting process: no pid"));
+    };
+    let pty = match master {
+        Some(m) => Some(PtyMaster::new(m).map_err(|e| Status::internal(format!("error starting pty: {e}")))?),
+        None => None,
+    };
+    Ok(Spawned { pid, stdin: child.stdin.take(), stdout: child.stdout.take(), stderr: child.stderr.take(), child, pty })
+}

@@ -1,0 +1,404 @@
+//! Running (and recently exited) processes, output fan-out and the per-process supervisor.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use e2b_envd_proto::process::process_event::{DataEvent, EndEvent, Event, data_event::Output};
+use e2b_envd_proto::process::{ProcessConfig, ProcessSelector, process_selector::Selector};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tonic::Status;
+
+use super::pty::PtyMaster;
+use super::spawn::Spawned;
+
+/// Capacity of each subscriber's channel; sends block when it is full (back-pressure).
+pub(crate) const SUBSCRIBER_BUFFER: usize = 64;
+const PIPE_CHUNK: usize = 32 * 1024;
+const PTY_CHUNK: usize = 16 * 1024;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[derive(Debug)]
+enum RunState {
+    Running { subs: Vec<mpsc::Sender<Event>> },
+    Ended(EndEvent),
+}
+
+/// What a new subscriber gets: a live feed, or the retained end of an exited process.
+#[derive(Debug)]
+pub(crate) enum Subscription {
+    Live(mpsc::Receiver<Event>),
+    Ended(EndEvent),
+}
+
+/// One process started by the daemon.
+#[derive(Debug)]
+pub(crate) struct ProcEntry {
+    pub(crate) pid: u32,
+    pub(crate) tag: Option<String>,
+    pub(crate) config: ProcessConfig,
+    pty: Mutex<Option<Arc<PtyMaster>>>,
+    is_pty: bool,
+    stdin: tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
+    state: Mutex<RunState>,
+    cancel_output: CancellationToken,
+    timed_out: AtomicBool,
+}
+
+impl ProcEntry {
+    pub(crate) fn is_running(&self) -> bool {
+        matches!(*lock(&self.state), RunState::Running { .. })
+    }
+
+    pub(crate) fn timed_out(&self) -> bool {
+        self.timed_out.load(Ordering::SeqCst)
+    }
+
+    /// Adds a subscriber (or returns the retained end).
+    pub(crate) fn subscribe(&self) -> Subscription {
+        let mut st = lock(&self.state);
+        match &mut *st {
+            RunState::Running { subs } => {
+                let (tx, rx) = mpsc::channel(SUBSCRIBER_BUFFER);
+                subs.push(tx);
+                Subscription::Live(rx)
+            }
+            RunState::Ended(end) => Subscription::Ended(end.clone()),
+        }
+    }
+
+    /// Sends `event` to every subscriber, waiting on each in turn (back-pressure). With no
+    /// subscriber the event is dropped.
+    async fn broadcast(&self, event: Event) {
+        let subs: Vec<mpsc::Sender<Event>> = match &*lock(&self.state) {
+            RunState::Running { subs } => subs.clone(),
+            RunState::Ended(_) => return,
+        };
+        let mut dead = false;
+        for s in &subs {
+            if s.send(event.clone()).await.is_err() {
+                dead = true;
+            }
+        }
+        if dead && let RunState::Running { subs } = &mut *lock(&self.state) {
+            subs.retain(|s| !s.is_closed());
+        }
+    }
+
+    async fn finish(&self, end: EndEvent) {
+        let subs = {
+            let mut st = lock(&self.state);
+            match std::mem::replace(&mut *st, RunState::Ended(end.clone())) {
+                RunState::Running { subs } => subs,
+                RunState::Ended(_) => Vec::new(),
+            }
+        };
+        *self.stdin.lock().await = None;
+        lock(&self.pty).take();
+        for s in subs {
+            let _ = s.send(Event::End(end.clone())).await;
+        }
+    }
+
+    /// Sends `signal` to the command's whole process group and stops waiting for its output.
+    pub(crate) fn signal(&self, signal: nix::sys::signal::Signal) -> Result<(), Status> {
+        let pgid = nix::unistd::Pid::from_raw(i32::try_from(self.pid).unwrap_or(i32::MAX));
+        let res = nix::sys::signal::killpg(pgid, signal);
+        self.cancel_output.cancel();
+        match res {
+            Ok(()) | Err(nix::errno::Errno::ESRCH) => Ok(()),
+            Err(e) => Err(Status::internal(format!("error sending signal: {e}"))),
+        }
+    }
+
+    pub(crate) async fn write_stdin(&self, data: &[u8]) -> Result<(), Status> {
+        if self.is_pty {
+            return Err(Status::internal("error writing to stdin: the process runs in a pty; send pty input instead"));
+        }
+        let mut guard = self.stdin.lock().await;
+        let Some(stdin) = guard.as_mut() else {
+            return Err(Status::internal("error writing to stdin: stdin not enabled or closed"));
+        };
+        let res = async {
+            stdin.write_all(data).await?;
+            stdin.flush().await
+        }
+        .await;
+        res.map_err(|e| Status::internal(format!("error writing to stdin: {e}")))
+    }
+
+    pub(crate) async fn write_pty(&self, data: &[u8]) -> Result<(), Status> {
+        let pty = lock(&self.pty).clone();
+        let Some(pty) = pty else {
+            return Err(Status::internal("error writing to pty: the process has no tty"));
+        };
+        pty.write_all(data).await.map_err(|e| Status::internal(format!("error writing to pty: {e}")))
+    }
+
+    pub(crate) async fn close_stdin(&self) -> Result<(), Status> {
+        if self.is_pty {
+            return Err(Status::unknown("cannot close stdin for PTY process: send Ctrl+D (0x04) instead"));
+        }
+        *self.stdin.lock().await = None;
+        Ok(())
+    }
+
+    pub(crate) fn resize(&self, cols: u32, rows: u32) -> Result<(), Status> {
+        let pty = lock(&self.pty).clone();
+        let Some(pty) = pty else {
+            return Err(Status::internal("error resizing tty: the process has no tty"));
+        };
+        pty.resize(u16::try_from(cols).unwrap_or(u16::MAX), u16::try_from(rows).unwrap_or(u16::MAX))
+            .map_err(|e| Status::internal(format!("error resizing tty: {e}")))
+    }
+}
+
+/// Every process the daemon started, live or retained after exit.
+#[derive(Debug, Default)]
+pub(crate) struct ProcessTable {
+    procs: Mutex<HashMap<u32, Arc<ProcEntry>>>,
+    tasks: TaskTracker,
+    closed: AtomicBool,
+}
+
+fn not_found(sel: &Selector) -> Status {
+    match sel {
+        Selector::Pid(pid) => Status::not_found(format!("process with pid {pid} not found")),
+        Selector::Tag(tag) => Status::not_found(format!("process with tag {tag} not found")),
+    }
+}
+
+fn selector(sel: Option<&ProcessSelector>) -> Result<&Selector, Status> {
+    sel.and_then(|s| s.selector.as_ref()).ok_or_else(|| Status::unimplemented("invalid input type: the process selector is empty"))
+}
+
+impl ProcessTable {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Finds a live process.
+    pub(crate) fn find_live(&self, sel: Option<&ProcessSelector>) -> Result<Arc<ProcEntry>, Status> {
+        let sel = selector(sel)?;
+        let procs = lock(&self.procs);
+        let found = match sel {
+            Selector::Pid(pid) => procs.get(pid).filter(|e| e.is_running()).cloned(),
+            Selector::Tag(tag) => {
+                let mut live: Vec<_> = procs.values().filter(|e| e.tag.as_deref() == Some(tag) && e.is_running()).collect();
+                live.sort_by_key(|e| e.pid);
+                live.first().map(|e| Arc::clone(e))
+            }
+        };
+        found.ok_or_else(|| not_found(sel))
+    }
+
+    /// Finds a live process, else a retained exited one.
+    pub(crate) fn find_any(&self, sel: Option<&ProcessSelector>) -> Result<Arc<ProcEntry>, Status> {
+        match self.find_live(sel) {
+            Ok(e) => Ok(e),
+            Err(err) if err.code() == tonic::Code::NotFound => {
+                let sel = selector(sel)?;
+                let procs = lock(&self.procs);
+                let found = match sel {
+                    Selector::Pid(pid) => procs.get(pid).cloned(),
+                    Selector::Tag(tag) => procs.values().find(|e| e.tag.as_deref() == Some(tag)).cloned(),
+                };
+                found.ok_or(err)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Live processes.
+    pub(crate) fn live(&self) -> Vec<Arc<ProcEntry>> {
+        let mut v: Vec<_> = lock(&self.procs).values().filter(|e| e.is_running()).cloned().collect();
+        v.sort_by_key(|e| e.pid);
+        v
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Registers a spawned command with one initial subscriber and starts its supervisor.
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        spawned: Spawned,
+        config: ProcessConfig,
+        tag: Option<String>,
+        deadline: Option<Instant>,
+        retention: Duration,
+    ) -> (Arc<ProcEntry>, mpsc::Receiver<Event>) {
+        let Spawned { child, pid, stdin, stdout, stderr, pty } = spawned;
+        let pty = pty.map(Arc::new);
+        let (tx, rx) = mpsc::channel(SUBSCRIBER_BUFFER);
+        let entry = Arc::new(ProcEntry {
+            pid,
+            tag: tag.clone(),
+            config,
+            is_pty: pty.is_some(),
+            pty: Mutex::new(pty.clone()),
+            stdin: tokio::sync::Mutex::new(stdin),
+            state: Mutex::new(RunState::Running { subs: vec![tx] }),
+            cancel_output: CancellationToken::new(),
+            timed_out: AtomicBool::new(false),
+        });
+        {
+            let mut procs = lock(&self.procs);
+            // A new process evicts a retained entry with the same pid or tag.
+            procs.retain(|_, e| e.is_running() || (e.pid != pid && (tag.is_none() || e.tag != tag)));
+            procs.insert(pid, entry.clone());
+        }
+        let table = Arc::clone(self);
+        let e = entry.clone();
+        self.tasks.spawn(async move {
+            supervise(table, e, child, stdout, stderr, pty, deadline, retention).await;
+        });
+        (entry, rx)
+    }
+
+    /// Shutdown: refuses new processes, SIGKILLs every live process group, and waits (up to
+    /// `grace`) for the supervisors to reap them and deliver their end events.
+    pub(crate) async fn shutdown(&self, grace: Duration) {
+        self.kill_all();
+        self.tasks.close();
+        let _ = tokio::time::timeout(grace, self.tasks.wait()).await;
+    }
+
+    /// Refuses new processes and SIGKILLs every live process group (synchronous; used by Drop).
+    pub(crate) fn kill_all(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        for e in self.live() {
+            let _ = e.signal(nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+async fn pump<R: AsyncRead + Unpin>(entry: &ProcEntry, mut reader: R, kind: fn(Vec<u8>) -> Output) {
+    let mut buf = vec![0u8; PIPE_CHUNK];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => entry.broadcast(Event::Data(DataEvent { output: Some(kind(buf[..n].to_vec())) })).await,
+        }
+    }
+}
+
+async fn pump_pty(entry: &ProcEntry, pty: &PtyMaster) {
+    let mut buf = vec![0u8; PTY_CHUNK];
+    loop {
+        match pty.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => entry.broadcast(Event::Data(DataEvent { output: Some(Output::Pty(buf[..n].to_vec())) })).await,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn supervise(
+    table: Arc<ProcessTable>,
+    entry: Arc<ProcEntry>,
+    mut child: tokio::process::Child,
+    stdout: Option<tokio::process::ChildStdout>,
+    stderr: Option<tokio::process::ChildStderr>,
+    pty: Option<Arc<PtyMaster>>,
+    deadline: Option<Instant>,
+    retention: Duration,
+) {
+    let timer = deadline.map(|d| {
+        let e = entry.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(d).await;
+            e.timed_out.store(true, Ordering::SeqCst);
+            let _ = e.signal(nix::sys::signal::Signal::SIGKILL);
+        })
+    });
+    let outputs = async {
+        if let Some(pty) = pty {
+            pump_pty(&entry, &pty).await;
+        } else {
+            let out = async {
+                if let Some(r) = stdout {
+                    pump(&entry, r, Output::Stdout).await;
+                }
+            };
+            let err = async {
+                if let Some(r) = stderr {
+                    pump(&entry, r, Output::Stderr).await;
+                }
+            };
+            tokio::join!(out, err);
+        }
+    };
+    tokio::select! {
+        _ = outputs => {}
+        _ = entry.cancel_output.cancelled() => {}
+    }
+    let status = child.wait().await;
+    if let Some(t) = timer {
+        t.abort();
+    }
+    let end = end_event(status);
+    entry.finish(end).await;
+    let e = entry.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(retention).await;
+        let mut procs = lock(&table.procs);
+        if procs.get(&e.pid).is_some_and(|cur| Arc::ptr_eq(cur, &e)) {
+            procs.remove(&e.pid);
+        }
+    });
+}
+
+/// Go's `syscall.Signal.String()` for the common signals.
+fn signal_text(sig: i32) -> String {
+    let s = match sig {
+        libc::SIGHUP => "hangup",
+        libc::SIGINT => "interrupt",
+        libc::SIGQUIT => "quit",
+        libc::SIGILL => "illegal instruction",
+        libc::SIGTRAP => "trace/breakpoint trap",
+        libc::SIGABRT => "aborted",
+        libc::SIGBUS => "bus error",
+        libc::SIGFPE => "floating point exception",
+        libc::SIGKILL => "killed",
+        libc::SIGUSR1 => "user defined signal 1",
+        libc::SIGSEGV => "segmentation fault",
+        libc::SIGUSR2 => "user defined signal 2",
+        libc::SIGPIPE => "broken pipe",
+        libc::SIGALRM => "alarm clock",
+        libc::SIGTERM => "terminated",
+        _ => return format!("signal {sig}"),
+    };
+    s.to_string()
+}
+
+/// envd's `EndEvent` for an exit status (Go `ProcessState` semantics).
+pub(crate) fn end_event(status: std::io::Result<std::process::ExitStatus>) -> EndEvent {
+    use std::os::unix::process::ExitStatusExt as _;
+    match status {
+        Ok(st) => {
+            if let Some(code) = st.code() {
+                let text = format!("exit status {code}");
+                EndEvent { exit_code: code, exited: true, status: text.clone(), error: (code != 0).then_some(text) }
+            } else if let Some(sig) = st.signal() {
+                let mut text = format!("signal: {}", signal_text(sig));
+                if st.core_dumped() {
+                    text.push_str(" (core dumped)");
+                }
+                EndEvent { exit_code: -1, exited: false, status: text.clone(), error: Some(text) }
+            } else {
+                EndEvent { exit_code: -1, exited: false, status: "unknown".into(), error: Some("unknown exit status".into()) }
+            }
+        }
+        Err(e) => EndEvent { exit_code: -1, exited: false, status: format!("wait error: {e}"), error: Some(format!("wait error: {e}")) },
+    }
+}

@@ -1,0 +1,260 @@
+//! State shared by every service of the daemon: access token, default user and workdir, the
+//! global environment, limits. The Process service, the REST routes and (later) the Filesystem
+//! service all read it through an `Arc<State>`.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use http::HeaderMap;
+
+use crate::config::EnvdConfig;
+pub use crate::users::User;
+
+/// Header carrying the access token.
+pub const ACCESS_TOKEN_HEADER: &str = "x-access-token";
+
+/// Shared daemon state. Cheap to read; the mutable parts sit behind locks that are never held
+/// across an `await`.
+#[derive(Debug)]
+pub struct State {
+    access_token: RwLock<Option<String>>,
+    default_user: RwLock<Option<String>>,
+    default_workdir: RwLock<Option<PathBuf>>,
+    env_vars: RwLock<HashMap<String, String>>,
+    user_alias: Option<String>,
+    current: User,
+    is_root: bool,
+    envd_version: String,
+    max_message_bytes: usize,
+    keepalive: Duration,
+    exited_retention: Duration,
+    root: Option<PathBuf>,
+}
+
+fn read<T: Clone>(lock: &RwLock<T>) -> T {
+    match lock.read() {
+        Ok(g) => g.clone(),
+        Err(p) => p.into_inner().clone(),
+    }
+}
+
+fn write<T>(lock: &RwLock<T>, value: T) {
+    match lock.write() {
+        Ok(mut g) => *g = value,
+        Err(p) => *p.into_inner() = value,
+    }
+}
+
+impl State {
+    /// Builds the state from a configuration.
+    pub fn new(config: &EnvdConfig) -> Arc<State> {
+        let current = User::current();
+        Arc::new(State {
+            access_token: RwLock::new(config.access_token.clone().filter(|t| !t.is_empty())),
+            default_user: RwLock::new(config.default_user.clone().filter(|u| !u.is_empty())),
+            default_workdir: RwLock::new(config.default_workdir.clone()),
+            env_vars: RwLock::new(config.env_vars.clone()),
+            user_alias: config.user_alias.clone().filter(|a| !a.is_empty()),
+            is_root: current.uid == 0,
+            current,
+            envd_version: config.envd_version.clone(),
+            max_message_bytes: config.max_message_bytes,
+            keepalive: config.keepalive,
+            exited_retention: config.exited_retention,
+            root: config.root.clone(),
+        })
+    }
+
+    /// The current access token, if one is set.
+    pub fn access_token(&self) -> Option<String> {
+        read(&self.access_token)
+    }
+
+    /// Sets (or, with `None` or an empty string, clears) the access token.
+    pub fn set_access_token(&self, token: Option<String>) {
+        write(&self.access_token, token.filter(|t| !t.is_empty()));
+    }
+
+    /// True when no token is set, or when `headers` carry the right `X-Access-Token`
+    /// (compared in constant time).
+    pub fn token_ok(&self, headers: &HeaderMap) -> bool {
+        let Some(expected) = self.access_token() else { return true };
+        match headers.get(ACCESS_TOKEN_HEADER) {
+            Some(v) => constant_time_eq(v.as_bytes(), expected.as_bytes()),
+            None => false,
+        }
+    }
+
+    /// The user name used when a request names none.
+    pub fn default_user_name(&self) -> String {
+        read(&self.default_user).unwrap_or_else(|| if self.is_root { "root".into() } else { self.current.name.clone() })
+    }
+
+    /// Sets the default user (`POST /init` `defaultUser`).
+    pub fn set_default_user(&self, user: String) {
+        write(&self.default_user, Some(user));
+    }
+
+    /// The default working directory, if set.
+    pub fn default_workdir(&self) -> Option<PathBuf> {
+        read(&self.default_workdir)
+    }
+
+    /// Sets the default working directory (`POST /init` `defaultWorkdir`).
+    pub fn set_default_workdir(&self, dir: PathBuf) {
+        write(&self.default_workdir, Some(dir));
+    }
+
+    /// The global environment given to every command: `E2B_SANDBOX=true` plus the variables set
+    /// by configuration or `POST /init` (those win).
+    pub fn env_vars(&self) -> HashMap<String, String> {
+        let mut env = HashMap::from([("E2B_SANDBOX".to_string(), "true".to_string())]);
+        env.extend(read(&self.env_vars));
+        env
+    }
+
+    /// Replaces the user-set global environment (`POST /init` `envVars`).
+    pub fn set_env_vars(&self, vars: HashMap<String, String>) {
+        write(&self.env_vars, vars);
+    }
+
+    /// Whether the daemon runs as root (and can therefore switch users).
+    pub fn is_root(&self) -> bool {
+        self.is_root
+    }
+
+    /// The account the daemon runs as.
+    pub fn current_user(&self) -> &User {
+        &self.current
+    }
+
+    /// The reported envd version.
+    pub fn envd_version(&self) -> &str {
+        &self.envd_version
+    }
+
+    /// Largest accepted request message in bytes.
+    pub fn max_message_bytes(&self) -> usize {
+        self.max_message_bytes
+    }
+
+    /// Default keepalive interval for streams.
+    pub fn keepalive(&self) -> Duration {
+        self.keepalive
+    }
+
+    /// How long an exited process's end event is kept.
+    pub fn exited_retention(&self) -> Duration {
+        self.exited_retention
+    }
+
+    /// The configured filesystem root, if any (reserved for the Filesystem service).
+    pub fn root(&self) -> Option<&Path> {
+        self.root.as_deref()
+    }
+
+    /// Resolves the user a request runs as: the Basic-auth user name in `headers`
+    /// (`Authorization: Basic base64("<name>:")`), else the default user.
+    ///
+    /// Errors carry envd's message (`invalid username: '<name>'`); callers map them to
+    /// `unauthenticated` (RPC) or 401 (REST).
+    pub fn user_from_headers(&self, headers: &HeaderMap) -> Result<User, String> {
+        let value = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let name = crate::users::basic_auth_username(value)?;
+        self.resolve_user(name.as_deref())
+    }
+
+    /// Resolves a user by name (`None` = the default user).
+    pub fn resolve_user(&self, name: Option<&str>) -> Result<User, String> {
+        let name = match name {
+            Some(n) if !n.is_empty() => n.to_string(),
+            _ => self.default_user_name(),
+        };
+        let is_alias = self.user_alias.as_deref() == Some(name.as_str());
+        if !self.is_root {
+            if name == self.current.name || is_alias {
+                return Ok(self.current.clone());
+            }
+            return Err(format!(
+                "invalid username: '{name}' (the daemon runs as '{}' without root, so it can only run as that user{})",
+                self.current.name,
+                self.user_alias.as_deref().map(|a| format!(" or its alias '{a}'")).unwrap_or_default()
+            ));
+        }
+        match User::lookup(&name) {
+            Some(u) => Ok(u),
+            None if is_alias => Ok(self.current.clone()),
+            None => Err(format!("invalid username: '{name}'")),
+        }
+    }
+
+    /// envd's `ExpandAndResolve`: empty → default workdir, else the user's home; `~` and `~/x`
+    /// → the home; other relative paths are joined to the home; the result is cleaned
+    /// lexically (no symlink resolution).
+    pub fn resolve_path(&self, user: &User, path: &str) -> Result<PathBuf, String> {
+        if path.is_empty() {
+            return Ok(self.default_workdir().unwrap_or_else(|| user.home.clone()));
+        }
+        let expanded = if path == "~" {
+            user.home.clone()
+        } else if let Some(rest) = path.strip_prefix("~/") {
+            user.home.join(rest)
+        } else if path.starts_with('~') {
+            return Err(format!("path '{path}' uses ~user expansion, which is not supported"));
+        } else {
+            let p = Path::new(path);
+            if p.is_absolute() { p.to_path_buf() } else { user.home.join(p) }
+        };
+        Ok(clean(&expanded))
+    }
+}
+
+/// Lexically cleans a path: removes `.`, resolves `..` against the preceding component.
+pub fn clean(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("/");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    if out.as_os_str().is_empty() { PathBuf::from(".") } else { out }
+}
+
+/// Compares two byte strings in time independent of where they differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = (a.len() ^ b.len()) as u8 | u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0xff);
+        diff |= x ^ y;
+    }
+    diff == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ct_eq() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+        assert!(!constant_time_eq(b"", b"a"));
+        assert!(constant_time_eq(b"", b""));
+    }
+
+    #[test]
+    fn cleans() {
+        assert_eq!(clean(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
+        assert_eq!(clean(Path::new("/..")), PathBuf::from("/"));
+    }
+}
