@@ -1,1 +1,186 @@
 //! An MCP server whose exec and file tools run in an E2B sandbox.
+//!
+//! Tools: `exec_command` (alias `execute`) with the program's exact output as text and a
+//! structured exit code; `upload_file` / `download_file` (strict base64, chunked); and the
+//! compatibility tools `read`, `write`, `edit`, `grep`, `glob`, `ls` of the Node exec_server.
+//! Transports: stdio and Streamable HTTP at `/mcp` (with `GET /health`).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), e2b_exec_server::ExecServerError> {
+//! let args = e2b_exec_server::ExecServerArgs {
+//!     http: Some("127.0.0.1:3005".into()),
+//!     ..Default::default()
+//! };
+//! e2b_exec_server::run(args).await
+//! # }
+//! ```
+
+mod backend;
+mod compat;
+mod config;
+mod error;
+mod exec;
+mod files;
+mod host;
+mod http;
+mod output;
+mod server;
+mod transport;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rmcp::ServiceExt as _;
+use tokio_util::sync::CancellationToken;
+
+pub use config::ExecServerArgs;
+pub use error::ExecServerError;
+
+use crate::backend::SandboxBackend;
+use crate::server::{ExecServer, ServerSettings};
+
+/// A configured server bound to one sandbox, ready to serve over stdio or HTTP.
+#[derive(Clone)]
+pub struct ExecServerHandle {
+    server: ExecServer,
+    args: ExecServerArgs,
+}
+
+impl std::fmt::Debug for ExecServerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecServerHandle")
+            .field("sandbox_id", &self.sandbox_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExecServerHandle {
+    /// Opens the sandbox named by `args` (`--sandbox URL` or the embedded local one) and
+    /// prepares the server.
+    pub async fn open(args: ExecServerArgs) -> Result<Self, ExecServerError> {
+        args.validate()?;
+        let backend = open_backend(&args).await?;
+        Ok(Self::with_backend(args, backend))
+    }
+
+    fn with_backend(args: ExecServerArgs, backend: Arc<dyn SandboxBackend>) -> Self {
+        let sandbox_id = args
+            .sandbox_id
+            .clone()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| backend.sandbox_id());
+        let settings = ServerSettings {
+            sandbox_id,
+            limits: args.limits(),
+            legacy_text: args.legacy_text,
+            max_chunk_bytes: args.max_chunk_bytes,
+            default_cwd: args.cwd.clone(),
+        };
+        Self {
+            server: ExecServer::new(backend, settings),
+            args,
+        }
+    }
+
+    /// The sandbox id the server reports.
+    pub fn sandbox_id(&self) -> &str {
+        self.server.sandbox_id()
+    }
+
+    /// Serves one MCP session over this process's stdin/stdout until the client closes it.
+    pub async fn serve_stdio(&self) -> Result<(), ExecServerError> {
+        let (stdin, stdout) = rmcp::transport::stdio();
+        let t = rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, stdout)
+            .with_max_line_length(self.args.max_body_bytes);
+        let t = transport::InjectServerInfo::new(t, self.sandbox_id().to_owned());
+        let running = self
+            .server
+            .clone()
+            .serve(t)
+            .await
+            .map_err(|e| ExecServerError::Mcp(e.to_string()))?;
+        running
+            .waiting()
+            .await
+            .map_err(|e| ExecServerError::Mcp(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Serves Streamable HTTP at `/mcp` (and `GET /health`) on `addr` until `shutdown` is
+    /// cancelled. `on_bound` receives the bound address (useful with port 0).
+    pub async fn serve_http(
+        &self,
+        addr: SocketAddr,
+        shutdown: CancellationToken,
+        on_bound: impl FnOnce(SocketAddr) + Send,
+    ) -> Result<(), ExecServerError> {
+        let opts = http::HttpOptions {
+            api_key: self.args.api_key.clone().filter(|k| !k.is_empty()),
+            allowed_hosts: self.args.resolved_allowed_hosts(addr),
+            max_body_bytes: self.args.max_body_bytes,
+            json_response: self.args.json_response,
+        };
+        http::serve(self.server.clone(), addr, opts, shutdown, on_bound).await
+    }
+}
+
+/// Runs the server as `args` say: HTTP when `--http` is given, else stdio. Returns when the
+/// stdio client disconnects, or on Ctrl-C / SIGTERM for HTTP.
+pub async fn run(args: ExecServerArgs) -> Result<(), ExecServerError> {
+    let addr = args.http_addr()?;
+    let handle = ExecServerHandle::open(args).await?;
+    match addr {
+        None => handle.serve_stdio().await,
+        Some(addr) => {
+            let ct = CancellationToken::new();
+            let stop = ct.clone();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                stop.cancel();
+            });
+            let id = handle.sandbox_id().to_owned();
+            handle
+                .serve_http(addr, ct, move |a| {
+                    tracing::info!(addr = %a, sandbox_id = %id, "exec-server listening on http://{a}/mcp");
+                    eprintln!("e2b-exec-server listening on http://{a}/mcp (sandbox {id})");
+                })
+                .await
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+async fn open_backend(args: &ExecServerArgs) -> Result<Arc<dyn SandboxBackend>, ExecServerError> {
+    if args.sandbox.is_some() {
+        return Err(ExecServerError::Sandbox(
+            "--sandbox URL needs the e2b client crates, which this build does not have yet".into(),
+        ));
+    }
+    let id = format!("sandbox-{}", std::process::id());
+    Ok(Arc::new(host::HostBackend::new(id)))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,113 @@
+//! The seam between the MCP tools and the sandbox they run in.
+//!
+//! The server logic (timeouts, output caps, progress, file chunking, error literals) is written
+//! against [`SandboxBackend`]; the sandbox implementation sits behind it.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+
+use crate::error::{BackendError, FileError};
+
+/// What to run.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunSpec {
+    /// A shell command line.
+    pub(crate) cmd: String,
+    /// Working directory; the sandbox default when `None`.
+    pub(crate) cwd: Option<String>,
+    /// Extra environment variables.
+    pub(crate) env: HashMap<String, String>,
+    /// Bytes written to the program's stdin, which is then closed. `None`: no stdin.
+    pub(crate) stdin: Option<Bytes>,
+    /// A lifetime after which the sandbox itself kills the process group (a safety net; the
+    /// server enforces the real timeout). `None`: none.
+    pub(crate) hard_timeout: Option<std::time::Duration>,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ExitInfo {
+    /// The exit code the sandbox reported (for a signal death, may be anything).
+    pub(crate) exit_code: i32,
+    /// The signal that killed it, if any.
+    pub(crate) signal: Option<i32>,
+}
+
+impl ExitInfo {
+    /// The shell convention: the code, or 128 + N for a death by signal N.
+    pub(crate) fn code(&self) -> i32 {
+        match self.signal {
+            Some(n) => 128 + n,
+            None => self.exit_code,
+        }
+    }
+}
+
+/// One event of a running process, in arrival order.
+#[derive(Debug, Clone)]
+pub(crate) enum ProcEvent {
+    Stdout(Bytes),
+    Stderr(Bytes),
+    /// Always the last event.
+    Exit(ExitInfo),
+}
+
+/// Kills a running process and its whole process group.
+#[async_trait::async_trait]
+pub(crate) trait Killer: Send + Sync {
+    async fn kill(&self) -> Result<(), BackendError>;
+}
+
+/// A started process.
+pub(crate) struct Spawned {
+    pub(crate) events: BoxStream<'static, Result<ProcEvent, BackendError>>,
+    pub(crate) killer: Box<dyn Killer>,
+}
+
+/// Metadata of a path.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FileStat {
+    pub(crate) is_dir: bool,
+    pub(crate) size: u64,
+}
+
+/// A slice of a file.
+#[derive(Debug, Clone)]
+pub(crate) struct FileChunk {
+    pub(crate) data: Bytes,
+    /// The file's total size.
+    pub(crate) size: u64,
+}
+
+/// How a write lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriteMode {
+    /// Replace the whole file atomically (temp file + rename).
+    Replace,
+    /// Append at the end.
+    Append,
+    /// Write at this byte offset (the file must be at least this long).
+    At(u64),
+}
+
+/// The operations the tools need from a sandbox.
+#[async_trait::async_trait]
+pub(crate) trait SandboxBackend: Send + Sync + 'static {
+    /// The sandbox's own id.
+    fn sandbox_id(&self) -> String;
+
+    /// Starts `spec` in its own process group, with output streamed as events.
+    async fn spawn(&self, spec: RunSpec) -> Result<Spawned, BackendError>;
+
+    /// Metadata of an absolute path.
+    async fn stat(&self, path: &str) -> Result<FileStat, FileError>;
+
+    /// Reads at most `len` bytes at `offset`.
+    async fn read_chunk(&self, path: &str, offset: u64, len: u64) -> Result<FileChunk, FileError>;
+
+    /// Writes `data` (parents created); returns the file's size afterwards.
+    async fn write_chunk(&self, path: &str, data: Bytes, mode: WriteMode)
+    -> Result<u64, FileError>;
+}

@@ -1,0 +1,242 @@
+//! Command-line and environment configuration.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use crate::error::ExecServerError;
+
+/// Options of `e2b exec-server` (and of the standalone `e2b-exec-server` binary).
+///
+/// Flatten it into a clap command with `#[command(flatten)]`.
+#[derive(Debug, Clone, clap::Args)]
+#[non_exhaustive]
+pub struct ExecServerArgs {
+    /// Serve MCP over standard input/output (the default when --http is not given).
+    #[arg(long, conflicts_with = "http")]
+    pub stdio: bool,
+
+    /// Serve Streamable HTTP at /mcp on ADDR (HOST:PORT). Without a value:
+    /// 127.0.0.1 and the port from PORT (default 3005).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
+    pub http: Option<String>,
+
+    /// The port used when --http has no address.
+    #[arg(long, env = "PORT", default_value_t = 3005)]
+    pub port: u16,
+
+    /// Run the tools in the sandbox whose envd is at URL instead of the embedded local sandbox.
+    #[arg(long, value_name = "URL", env = "E2B_SANDBOX_URL")]
+    pub sandbox: Option<String>,
+
+    /// The envd access token for --sandbox.
+    #[arg(long, env = "E2B_ACCESS_TOKEN", hide_env_values = true)]
+    pub access_token: Option<String>,
+
+    /// The sandbox id to report (default: the sandbox's own id).
+    #[arg(long, env = "SANDBOX_ID")]
+    pub sandbox_id: Option<String>,
+
+    /// Require this key on /mcp as `x-api-key` or `Authorization: Bearer` (HTTP only).
+    #[arg(long, env = "API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+
+    /// Also emit the Node exec_server's text (`stdout:` / `stderr:` / `exit_code: N`,
+    /// `(no output)`) in content[0], for adapters that still parse it (migration phase 1-2).
+    #[arg(long, env = "EXEC_SERVER_LEGACY_TEXT")]
+    pub legacy_text: bool,
+
+    /// Default command timeout in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120.0)]
+    pub default_timeout: f64,
+
+    /// Maximum command timeout in seconds (`timeout: 0` asks for it).
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600.0)]
+    pub max_timeout: f64,
+
+    /// Output kept per command (head and tail); more is dropped with a marker.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024)]
+    pub max_output_bytes: usize,
+
+    /// Largest chunk download_file returns in one call.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub max_chunk_bytes: u64,
+
+    /// Largest HTTP request body (and stdio line) accepted.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Host names accepted in the Host header (repeat or comma-separate; `*` accepts any).
+    /// Default: loopback names when bound to loopback, any host otherwise.
+    #[arg(long = "allowed-host", env = "ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+
+    /// Answer POSTs with plain application/json (stateless, no Mcp-Session-Id), for clients
+    /// that call `resp.json()`.
+    #[arg(long, env = "EXEC_SERVER_JSON_RESPONSE")]
+    pub json_response: bool,
+
+    /// Default working directory of commands (default: the sandbox's).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+
+    /// Milliseconds between progress notifications carrying new output.
+    #[arg(long, value_name = "MS", default_value_t = 250)]
+    pub progress_interval_ms: u64,
+}
+
+impl Default for ExecServerArgs {
+    fn default() -> Self {
+        Self {
+            stdio: false,
+            http: None,
+            port: 3005,
+            sandbox: None,
+            access_token: None,
+            sandbox_id: None,
+            api_key: None,
+            legacy_text: false,
+            default_timeout: 120.0,
+            max_timeout: 3600.0,
+            max_output_bytes: 1024 * 1024,
+            max_chunk_bytes: 4 * 1024 * 1024,
+            max_body_bytes: 64 * 1024 * 1024,
+            allowed_hosts: Vec::new(),
+            json_response: false,
+            cwd: None,
+            progress_interval_ms: 250,
+        }
+    }
+}
+
+impl ExecServerArgs {
+    /// The HTTP address to bind, or `None` for stdio.
+    pub fn http_addr(&self) -> Result<Option<SocketAddr>, ExecServerError> {
+        match self.http.as_deref() {
+            None => Ok(None),
+            Some("") => Ok(Some(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::LOCALHOST),
+                self.port,
+            ))),
+            Some(s) => {
+                if let Ok(a) = s.parse::<SocketAddr>() {
+                    return Ok(Some(a));
+                }
+                if let Ok(ip) = s.parse::<IpAddr>() {
+                    return Ok(Some(SocketAddr::new(ip, self.port)));
+                }
+                if let Some(port) = s.strip_prefix(':').and_then(|p| p.parse().ok()) {
+                    return Ok(Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)));
+                }
+                if s == "localhost" {
+                    return Ok(Some(SocketAddr::new(
+                        IpAddr::V4(Ipv4Addr::LOCALHOST),
+                        self.port,
+                    )));
+                }
+                Err(ExecServerError::Config(format!(
+                    "--http {s}: expected HOST:PORT such as 127.0.0.1:3005 or 0.0.0.0:3005"
+                )))
+            }
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ExecServerError> {
+        let secs = |v: f64, name: &str| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(ExecServerError::Config(format!(
+                    "{name} must be a positive number of seconds, got {v}"
+                )))
+            }
+        };
+        secs(self.default_timeout, "--default-timeout")?;
+        secs(self.max_timeout, "--max-timeout")?;
+        if self.max_output_bytes < 2 {
+            return Err(ExecServerError::Config(
+                "--max-output-bytes must be at least 2".into(),
+            ));
+        }
+        if self.max_chunk_bytes == 0 {
+            return Err(ExecServerError::Config(
+                "--max-chunk-bytes must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn limits(&self) -> crate::exec::ExecLimits {
+        crate::exec::ExecLimits {
+            default_timeout: Duration::from_secs_f64(self.default_timeout),
+            max_timeout: Duration::from_secs_f64(self.max_timeout),
+            output_cap: self.max_output_bytes,
+            progress_interval: Duration::from_millis(self.progress_interval_ms.max(10)),
+        }
+    }
+
+    /// `None`: no Host check.
+    pub(crate) fn resolved_allowed_hosts(&self, addr: SocketAddr) -> Option<Vec<String>> {
+        if self.allowed_hosts.iter().any(|h| h == "*") {
+            return None;
+        }
+        if !self.allowed_hosts.is_empty() {
+            let mut v: Vec<String> = self
+                .allowed_hosts
+                .iter()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+                .collect();
+            v.extend(["localhost", "127.0.0.1", "::1"].map(String::from));
+            return Some(v);
+        }
+        if addr.ip().is_loopback() {
+            Some(["localhost", "127.0.0.1", "::1"].map(String::from).to_vec())
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_addresses() {
+        let mut a = ExecServerArgs {
+            http: Some(String::new()),
+            port: 4000,
+            ..Default::default()
+        };
+        assert_eq!(
+            a.http_addr().ok().flatten().map(|s| s.to_string()),
+            Some("127.0.0.1:4000".into())
+        );
+        a.http = Some("0.0.0.0:3005".into());
+        assert_eq!(
+            a.http_addr().ok().flatten().map(|s| s.to_string()),
+            Some("0.0.0.0:3005".into())
+        );
+        a.http = Some("nonsense".into());
+        assert!(a.http_addr().is_err());
+        a.http = None;
+        assert!(matches!(a.http_addr(), Ok(None)));
+    }
+
+    #[test]
+    fn hosts() {
+        let a = ExecServerArgs::default();
+        let lo: SocketAddr = "127.0.0.1:1".parse().unwrap_or_else(|_| unreachable!());
+        let any: SocketAddr = "0.0.0.0:1".parse().unwrap_or_else(|_| unreachable!());
+        assert!(a.resolved_allowed_hosts(lo).is_some());
+        assert!(a.resolved_allowed_hosts(any).is_none());
+        let b = ExecServerArgs {
+            allowed_hosts: vec!["exec_server".into()],
+            ..Default::default()
+        };
+        assert!(
+            b.resolved_allowed_hosts(any)
+                .is_some_and(|v| v.contains(&"exec_server".to_string()))
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! Bounded output capture: the head and the tail of a byte stream, with a marker in between.
+
+use std::collections::VecDeque;
+
+/// Keeps the first `cap / 2` and the last `cap - cap / 2` bytes of everything pushed into it,
+/// and counts what it dropped. Memory stays at `cap` bytes however much is pushed.
+#[derive(Debug)]
+pub(crate) struct HeadTail {
+    cap: usize,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+impl HeadTail {
+    /// A buffer that keeps at most `cap` bytes.
+    pub(crate) fn new(cap: usize) -> Self {
+        Self {
+            cap,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            total: 0,
+        }
+    }
+
+    fn head_cap(&self) -> usize {
+        self.cap / 2
+    }
+
+    fn tail_cap(&self) -> usize {
+        self.cap - self.head_cap()
+    }
+
+    /// Appends bytes.
+    pub(crate) fn push(&mut self, mut data: &[u8]) {
+        self.total += data.len() as u64;
+        let room = self.head_cap().saturating_sub(self.head.len());
+        if room > 0 {
+            let n = room.min(data.len());
+            self.head.extend_from_slice(&data[..n]);
+            data = &data[n..];
+        }
+        if data.is_empty() {
+            return;
+        }
+        let tail_cap = self.tail_cap();
+        if tail_cap == 0 {
+            return;
+        }
+        if data.len() >= tail_cap {
+            self.tail.clear();
+            self.tail.extend(&data[data.len() - tail_cap..]);
+            return;
+        }
+        let overflow = (self.tail.len() + data.len()).saturating_sub(tail_cap);
+        self.tail.drain(..overflow);
+        self.tail.extend(data);
+    }
+
+    /// How many bytes were pushed in all.
+    #[cfg(test)]
+    pub(crate) fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Whether bytes were dropped.
+    pub(crate) fn truncated(&self) -> bool {
+        self.total > (self.head.len() + self.tail.len()) as u64
+    }
+
+    /// The kept bytes: everything when nothing was dropped, else head, marker, tail.
+    pub(crate) fn render(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.head.len() + self.tail.len() + 64);
+        out.extend_from_slice(&self.head);
+        if self.truncated() {
+            let dropped = self.total - (self.head.len() + self.tail.len()) as u64;
+            out.extend_from_slice(truncation_marker(dropped).as_bytes());
+        }
+        let (a, b) = self.tail.as_slices();
+        out.extend_from_slice(a);
+        out.extend_from_slice(b);
+        out
+    }
+}
+
+/// The in-band marker put between head and tail.
+pub(crate) fn truncation_marker(dropped: u64) -> String {
+    format!("\n[... exec-server: output truncated, {dropped} bytes omitted ...]\n")
+}
+
+/// Decodes output as lossy UTF-8, keeping NUL bytes.
+pub(crate) fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_everything_under_the_cap() {
+        let mut b = HeadTail::new(10);
+        b.push(b"abc");
+        b.push(b"de");
+        assert!(!b.truncated());
+        assert_eq!(b.render(), b"abcde");
+        assert_eq!(b.total(), 5);
+    }
+
+    #[test]
+    fn exactly_the_cap_is_not_truncated() {
+        let mut b = HeadTail::new(10);
+        b.push(b"0123456789");
+        assert!(!b.truncated());
+        assert_eq!(b.render(), b"0123456789");
+    }
+
+    #[test]
+    fn keeps_head_and_tail_with_marker() {
+        let mut b = HeadTail::new(10);
+        for i in 0..100u8 {
+            b.push(&[b'a' + (i % 26)]);
+        }
+        assert!(b.truncated());
+        let r = String::from_utf8(b.render()).unwrap_or_default();
+        assert!(r.starts_with("abcde"), "{r}");
+        // last five pushed: i = 95..100 -> letters (95%26=17 => 'r') .. 'v'
+        assert!(r.ends_with("rstuv"), "{r}");
+        assert!(r.contains("90 bytes omitted"), "{r}");
+        assert_eq!(b.total(), 100);
+    }
+
+    #[test]
+    fn big_single_push() {
+        let mut b = HeadTail::new(4);
+        let data: Vec<u8> = (0..=255u8).collect();
+        b.push(&data);
+        let r = b.render();
+        assert_eq!(&r[..2], &[0, 1]);
+        assert_eq!(&r[r.len() - 2..], &[254, 255]);
+    }
+
+    #[test]
+    fn lossy_keeps_nul_and_replaces_invalid() {
+        assert_eq!(lossy(b"a\0b\xffc"), "a\0b\u{fffd}c");
+        assert_eq!(lossy(b""), "");
+    }
+}
