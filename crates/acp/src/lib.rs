@@ -1,1 +1,19 @@
 //! Run ACP coding agents inside an E2B sandbox and drive them from the host.
+
+pub mod error;
+pub mod filter;
+pub mod framing;
+pub mod local;
+pub mod options;
+pub mod process;
+pub mod transport;
+
+pub use error::{AcpError, Direction};
+pub use framing::LineSplitter;
+pub use local::LocalProcess;
+pub use options::{
+    AcpOptions, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_READ_QUEUE_DEPTH, DEFAULT_STDERR_TAIL_BYTES,
+    DEFAULT_STOP_TIMEOUT, DEFAULT_WRITE_QUEUE_DEPTH, StderrCallback,
+};
+pub use process::{AgentProcess, ByteStream, ProcessExit};
+pub use transport::{AcpTransport, AgentExit};

@@ -1,0 +1,175 @@
+//! Options for starting an ACP agent, with their defaults as named constants.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Default per-message limit: 32 MiB of line bytes (without the line ending), as the official
+/// TypeScript SDK.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
+
+/// Default time `stop` gives the agent to exit after EOF before it is killed (the whole shutdown is
+/// bounded by it).
+pub const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default depth of the read queue: messages from the agent waiting for the client. When it is
+/// full the transport stops reading the agent's stdout, so the agent's writes block (back-pressure)
+/// instead of memory growing.
+pub const DEFAULT_READ_QUEUE_DEPTH: usize = 64;
+
+/// Default depth of the write queue for client messages: `send` waits once this many are queued.
+/// Transport replies to the agent (-32601, -32700) do not wait on it (they are capped by
+/// [`MAX_QUEUED_REPLIES`] instead) so that a slow agent can never deadlock the reader.
+pub const DEFAULT_WRITE_QUEUE_DEPTH: usize = 64;
+
+/// Transport replies (-32601, -32700) that may wait for the agent's stdin; more are dropped with a
+/// warning (an agent that floods fs/terminal requests without reading its stdin).
+pub const MAX_QUEUED_REPLIES: usize = 1024;
+
+/// Default size of the kept stderr tail, used in error reports.
+pub const DEFAULT_STDERR_TAIL_BYTES: usize = 64 * 1024;
+
+/// Error type a stderr callback may return; it is logged and the transport carries on.
+pub type CallbackError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Called with every chunk the agent writes to stderr. It runs on the stderr-draining task: keep it
+/// quick. An error or a panic is logged once and does not affect the transport.
+pub type StderrCallback = Arc<dyn Fn(&[u8]) -> Result<(), CallbackError> + Send + Sync + 'static>;
+
+/// How to start and run an ACP agent. Build with [`AcpOptions::new`] (or `default()`) and the
+/// setters; every field has a documented default.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct AcpOptions {
+    /// Per-message limit in bytes (line bytes without the line ending), both ways.
+    /// Default [`DEFAULT_MAX_MESSAGE_BYTES`]. Must be at least 1.
+    pub max_message_bytes: usize,
+    /// Depth of the read queue. Default [`DEFAULT_READ_QUEUE_DEPTH`]. Must be at least 1.
+    pub read_queue_depth: usize,
+    /// Depth of the write queue. Default [`DEFAULT_WRITE_QUEUE_DEPTH`]. Must be at least 1.
+    pub write_queue_depth: usize,
+    /// Timeout used when the agent is stopped without an explicit one (the bridge at EOF).
+    /// Default [`DEFAULT_STOP_TIMEOUT`].
+    pub stop_timeout: Duration,
+    /// Bytes of stderr kept for error reports. Default [`DEFAULT_STDERR_TAIL_BYTES`].
+    pub stderr_tail_bytes: usize,
+    /// Optional stderr callback. Default none.
+    pub on_stderr: Option<StderrCallback>,
+    /// Working directory of the agent in the sandbox. Default: envd's default.
+    pub cwd: Option<String>,
+    /// Extra environment variables for the agent. Default none.
+    pub envs: HashMap<String, String>,
+    /// User to run the agent as in the sandbox. Default: envd's default user.
+    pub user: Option<String>,
+    /// Time allowed until the sandbox confirms the agent started. Default: the commands crate's.
+    pub request_timeout: Option<Duration>,
+}
+
+impl Default for AcpOptions {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            read_queue_depth: DEFAULT_READ_QUEUE_DEPTH,
+            write_queue_depth: DEFAULT_WRITE_QUEUE_DEPTH,
+            stop_timeout: DEFAULT_STOP_TIMEOUT,
+            stderr_tail_bytes: DEFAULT_STDERR_TAIL_BYTES,
+            on_stderr: None,
+            cwd: None,
+            envs: HashMap::new(),
+            user: None,
+            request_timeout: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for AcpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcpOptions")
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("read_queue_depth", &self.read_queue_depth)
+            .field("write_queue_depth", &self.write_queue_depth)
+            .field("stop_timeout", &self.stop_timeout)
+            .field("stderr_tail_bytes", &self.stderr_tail_bytes)
+            .field("on_stderr", &self.on_stderr.as_ref().map(|_| "<callback>"))
+            .field("cwd", &self.cwd)
+            .field("envs", &self.envs.keys().collect::<Vec<_>>())
+            .field("user", &self.user)
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
+}
+
+impl AcpOptions {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Set [`max_message_bytes`](Self::max_message_bytes).
+    pub fn max_message_bytes(mut self, n: usize) -> Self {
+        self.max_message_bytes = n;
+        self
+    }
+    /// Set [`read_queue_depth`](Self::read_queue_depth).
+    pub fn read_queue_depth(mut self, n: usize) -> Self {
+        self.read_queue_depth = n;
+        self
+    }
+    /// Set [`write_queue_depth`](Self::write_queue_depth).
+    pub fn write_queue_depth(mut self, n: usize) -> Self {
+        self.write_queue_depth = n;
+        self
+    }
+    /// Set [`stop_timeout`](Self::stop_timeout).
+    pub fn stop_timeout(mut self, d: Duration) -> Self {
+        self.stop_timeout = d;
+        self
+    }
+    /// Set [`stderr_tail_bytes`](Self::stderr_tail_bytes).
+    pub fn stderr_tail_bytes(mut self, n: usize) -> Self {
+        self.stderr_tail_bytes = n;
+        self
+    }
+    /// Set the stderr callback.
+    pub fn on_stderr(
+        mut self,
+        f: impl Fn(&[u8]) -> Result<(), CallbackError> + Send + Sync + 'static,
+    ) -> Self {
+        self.on_stderr = Some(Arc::new(f));
+        self
+    }
+    /// Set the working directory.
+    pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+    /// Add an environment variable.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.envs.insert(key.into(), value.into());
+        self
+    }
+    /// Set the user.
+    pub fn user(mut self, user: impl Into<String>) -> Self {
+        self.user = Some(user.into());
+        self
+    }
+    /// Set the start request timeout.
+    pub fn request_timeout(mut self, d: Duration) -> Self {
+        self.request_timeout = Some(d);
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), crate::AcpError> {
+        crate::framing::validate_limit(self.max_message_bytes)?;
+        for (name, v) in [
+            ("read_queue_depth", self.read_queue_depth),
+            ("write_queue_depth", self.write_queue_depth),
+        ] {
+            if v == 0 {
+                return Err(crate::AcpError::InvalidOptions {
+                    reason: format!("{name} must be at least 1"),
+                });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,677 @@
+//! The newline-delimited JSON-RPC transport over an [`AgentProcess`].
+//!
+//! Tasks: one reader (stdout → splitter → filter → bounded read queue), one writer (the single
+//! ordered queue to stdin: client messages, transport replies, EOF), one stderr drainer (bounded
+//! tail, optional callback) and one exit watcher.
+
+use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{AcpError, Direction};
+use crate::filter;
+use crate::framing::LineSplitter;
+use crate::options::{AcpOptions, MAX_QUEUED_REPLIES, StderrCallback};
+use crate::process::{AgentProcess, ByteStream, ProcessExit};
+
+/// How an agent ended, as reported by [`AcpTransport::wait`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AgentExit {
+    /// Exit code, when it exited normally.
+    pub code: Option<i32>,
+    /// Signal number, when a signal ended it.
+    pub signal: Option<i32>,
+    /// True when this crate killed it (`kill`, `stop` after its timeout, drop).
+    pub killed: bool,
+}
+
+impl AgentExit {
+    /// True for exit code 0.
+    pub fn success(&self) -> bool {
+        self.code == Some(0) && self.signal.is_none()
+    }
+}
+
+enum WriteCmd {
+    Line(Bytes, Option<OwnedSemaphorePermit>),
+    Eof(oneshot::Sender<Result<(), AcpError>>),
+}
+
+struct Tail {
+    buf: VecDeque<u8>,
+    cap: usize,
+}
+
+impl Tail {
+    fn push(&mut self, chunk: &[u8]) {
+        if self.cap == 0 {
+            return;
+        }
+        let chunk = if chunk.len() > self.cap {
+            &chunk[chunk.len() - self.cap..]
+        } else {
+            chunk
+        };
+        let excess = (self.buf.len() + chunk.len()).saturating_sub(self.cap);
+        self.buf.drain(..excess);
+        self.buf.extend(chunk);
+    }
+}
+
+pub(crate) struct Shared {
+    process: Arc<dyn AgentProcess>,
+    pid: u32,
+    max: usize,
+    write_tx: mpsc::UnboundedSender<WriteCmd>,
+    write_permits: Arc<Semaphore>,
+    queued_replies: AtomicUsize,
+    halt_reads: CancellationToken,
+    halt_writes: CancellationToken,
+    closing: AtomicBool,
+    killed_by_us: AtomicBool,
+    output_failed: AtomicBool,
+    writer_error: StdMutex<Option<String>>,
+    error: StdMutex<Option<AcpError>>,
+    exit_rx: watch::Receiver<Option<Result<ProcessExit, String>>>,
+    stderr: Arc<StdMutex<Tail>>,
+    stop_timeout: Duration,
+}
+
+struct RxState {
+    rx: mpsc::Receiver<Bytes>,
+    error_reported: bool,
+}
+
+/// A running agent spoken to in newline-delimited JSON-RPC, with the sandbox rules applied:
+/// `initialize` rewritten, `fs/*` and `terminal/*` from the agent answered with -32601, non-JSON
+/// lines answered with -32700. Lines are raw bytes (one JSON message each, no line ending).
+///
+/// Dropping it kills the agent.
+pub struct AcpTransport {
+    shared: Arc<Shared>,
+    rx: Mutex<RxState>,
+}
+
+impl std::fmt::Debug for AcpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcpTransport")
+            .field("pid", &self.shared.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl AcpTransport {
+    /// Start the transport tasks on a started process. Must run inside a tokio runtime.
+    pub fn start(mut process: impl AgentProcess, opts: &AcpOptions) -> Result<Self, AcpError> {
+        opts.validate()?;
+        let stdout = process
+            .take_stdout()
+            .ok_or_else(|| AcpError::closed("the process's stdout was already taken"))?;
+        let stderr = process.take_stderr();
+        let process: Arc<dyn AgentProcess> = Arc::new(process);
+        Ok(Self::start_arc(process, stdout, stderr, opts))
+    }
+
+    fn start_arc(
+        process: Arc<dyn AgentProcess>,
+        stdout: ByteStream,
+        stderr: Option<ByteStream>,
+        opts: &AcpOptions,
+    ) -> Self {
+        let (write_tx, write_rx) = mpsc::unbounded_channel();
+        let (read_tx, read_rx) = mpsc::channel(opts.read_queue_depth);
+        let (exit_tx, exit_rx) = watch::channel(None);
+        let shared = Arc::new(Shared {
+            pid: process.pid(),
+            process,
+            max: opts.max_message_bytes,
+            write_tx,
+            write_permits: Arc::new(Semaphore::new(opts.write_queue_depth)),
+            queued_replies: AtomicUsize::new(0),
+            halt_reads: CancellationToken::new(),
+            halt_writes: CancellationToken::new(),
+            closing: AtomicBool::new(false),
+            killed_by_us: AtomicBool::new(false),
+            output_failed: AtomicBool::new(false),
+            writer_error: StdMutex::new(None),
+            error: StdMutex::new(None),
+            exit_rx,
+            stderr: Arc::new(StdMutex::new(Tail {
+                buf: VecDeque::new(),
+                cap: opts.stderr_tail_bytes,
+            })),
+            stop_timeout: opts.stop_timeout,
+        });
+        // The splitter limit was validated by opts.validate().
+        let splitter = LineSplitter::new(opts.max_message_bytes.max(1));
+        if let Ok(splitter) = splitter {
+            tokio::spawn(read_loop(shared.clone(), stdout, read_tx, splitter));
+        }
+        tokio::spawn(write_loop(shared.clone(), write_rx));
+        if let Some(stderr) = stderr {
+            tokio::spawn(stderr_loop(
+                stderr,
+                shared.stderr.clone(),
+                opts.on_stderr.clone(),
+            ));
+        }
+        let watcher = shared.clone();
+        tokio::spawn(async move {
+            let r = watcher.process.wait().await.map_err(|e| e.to_string());
+            let _ = exit_tx.send(Some(r));
+            // A dead agent reads nothing more: fail pending and later writes promptly.
+            watcher.halt_writes.cancel();
+        });
+        Self {
+            shared,
+            rx: Mutex::new(RxState {
+                rx: read_rx,
+                error_reported: false,
+            }),
+        }
+    }
+
+    /// The agent's process id.
+    pub fn pid(&self) -> u32 {
+        self.shared.pid
+    }
+
+    /// The configured per-message limit.
+    pub fn max_message_bytes(&self) -> usize {
+        self.shared.max
+    }
+
+    /// Send one message (a JSON object, with or without a trailing newline). `initialize` is
+    /// rewritten. Waits while the write queue is full.
+    ///
+    /// Fails with [`AcpError::MessageTooLarge`] (nothing sent) above the limit,
+    /// [`AcpError::InvalidMessage`] for an embedded newline, [`AcpError::Closed`] after
+    /// stop/kill/exit.
+    pub async fn send(&self, message: impl AsRef<[u8]>) -> Result<(), AcpError> {
+        self.shared.send(message.as_ref()).await
+    }
+
+    /// Send a JSON value (serialized on one line).
+    pub async fn send_json(&self, value: &serde_json::Value) -> Result<(), AcpError> {
+        let bytes = serde_json::to_vec(value).map_err(|e| AcpError::InvalidMessage {
+            reason: e.to_string(),
+        })?;
+        self.send(bytes).await
+    }
+
+    /// The next message from the agent (without the line ending). After the stream ends, a
+    /// terminal error (for example [`AcpError::MessageTooLarge`]) is returned once, then `None`.
+    ///
+    /// Cancel-safe: dropping the future never loses a message.
+    pub async fn recv(&self) -> Option<Result<Bytes, AcpError>> {
+        let mut st = self.rx.lock().await;
+        if let Some(line) = st.rx.recv().await {
+            return Some(Ok(line));
+        }
+        if !st.error_reported {
+            st.error_reported = true;
+            if let Some(e) = self.shared.error() {
+                return Some(Err(e));
+            }
+        }
+        None
+    }
+
+    /// The next message parsed as JSON.
+    pub async fn recv_json(&self) -> Option<Result<serde_json::Value, AcpError>> {
+        Some(self.recv().await?.and_then(|b| {
+            serde_json::from_slice(&b).map_err(|e| AcpError::InvalidMessage {
+                reason: format!("the agent sent invalid JSON: {e}"),
+            })
+        }))
+    }
+
+    /// The last bytes the agent wrote to stderr (lossy UTF-8).
+    pub fn stderr_tail(&self) -> String {
+        self.shared.stderr_tail()
+    }
+
+    /// Wait for the agent to end. Several callers may wait.
+    ///
+    /// `Ok` for exit code 0 or an agent this crate killed; [`AcpError::AgentFailed`] (with the
+    /// stderr tail) for any other exit; [`AcpError::MessageTooLarge`] when the agent was stopped
+    /// because it sent an oversized message.
+    pub async fn wait(&self) -> Result<AgentExit, AcpError> {
+        self.shared.wait().await
+    }
+
+    /// Stop the agent: no new messages are accepted, messages already queued for the client stay
+    /// readable and later ones are dropped; queued writes are flushed, stdin is closed (EOF), and
+    /// if the agent has not exited when `timeout` is nearly over (or EOF is unsupported, or its
+    /// output stream failed) its process group is killed. The whole call is bounded by `timeout`.
+    ///
+    /// Idempotent and safe after exit. [`AcpError::StopTimeout`] if the exit was not observed in
+    /// time.
+    pub async fn stop(&self, timeout: Duration) -> Result<(), AcpError> {
+        self.shared.stop(timeout).await
+    }
+
+    /// [`stop`](Self::stop) with the configured default timeout.
+    pub async fn stop_default(&self) -> Result<(), AcpError> {
+        self.shared.stop(self.shared.stop_timeout).await
+    }
+
+    /// Kill the agent's process group now. Output waiting for room in the read queue is released
+    /// first (so the exit is seen and [`wait`](Self::wait) returns); queued writes are dropped.
+    /// Idempotent and safe after exit.
+    pub async fn kill(&self) -> Result<(), AcpError> {
+        self.shared.kill().await
+    }
+}
+
+impl Drop for AcpTransport {
+    fn drop(&mut self) {
+        self.shared.kill_on_drop();
+    }
+}
+
+impl Shared {
+    pub(crate) fn exit_known(&self) -> bool {
+        self.exit_rx.borrow().is_some()
+    }
+
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn error(&self) -> Option<AcpError> {
+        lock(&self.error).as_ref().map(AcpError::duplicate)
+    }
+
+    fn set_error(&self, e: AcpError) {
+        let mut g = lock(&self.error);
+        if g.is_none() {
+            *g = Some(e);
+        }
+    }
+
+    pub(crate) fn stderr_tail(&self) -> String {
+        let t = lock(&self.stderr);
+        let (a, b) = t.buf.as_slices();
+        let mut v = Vec::with_capacity(a.len() + b.len());
+        v.extend_from_slice(a);
+        v.extend_from_slice(b);
+        String::from_utf8_lossy(&v).into_owned()
+    }
+
+    /// Validate, rewrite and size-check an outgoing message; returns the bytes to write.
+    pub(crate) fn prepare(&self, message: &[u8]) -> Result<Bytes, AcpError> {
+        let mut msg = message;
+        if msg.last() == Some(&b'\n') {
+            msg = &msg[..msg.len() - 1];
+            if msg.last() == Some(&b'\r') {
+                msg = &msg[..msg.len() - 1];
+            }
+        }
+        if memchr::memchr(b'\n', msg).is_some() {
+            return Err(AcpError::InvalidMessage {
+                reason: "the message contains a newline".to_owned(),
+            });
+        }
+        if crate::framing::is_blank(msg) {
+            return Err(AcpError::InvalidMessage {
+                reason: "the message is empty".to_owned(),
+            });
+        }
+        let rewritten = filter::rewrite_client_message(msg);
+        if rewritten.len() > self.max {
+            return Err(AcpError::MessageTooLarge {
+                direction: Direction::ToAgent,
+                limit: self.max,
+                size: Some(rewritten.len()),
+            });
+        }
+        let mut out = BytesMut::with_capacity(rewritten.len() + 1);
+        out.extend_from_slice(&rewritten);
+        out.extend_from_slice(b"\n");
+        Ok(out.freeze())
+    }
+
+    fn closed_error(&self) -> AcpError {
+        if let Some(e) = lock(&self.writer_error).as_ref() {
+            return AcpError::closed(format!("writing to the agent failed: {e}"));
+        }
+        if self.exit_known() {
+            return AcpError::closed("the agent exited");
+        }
+        AcpError::closed("the agent was stopped or killed")
+    }
+
+    pub(crate) async fn send(&self, message: &[u8]) -> Result<(), AcpError> {
+        if self.is_closing() || self.halt_writes.is_cancelled() {
+            return Err(self.closed_error());
+        }
+        let line = self.prepare(message)?;
+        let permit = tokio::select! {
+            biased;
+            _ = self.halt_writes.cancelled() => return Err(self.closed_error()),
+            p = self.write_permits.clone().acquire_owned() => p.map_err(|_| self.closed_error())?,
+        };
+        self.write_tx
+            .send(WriteCmd::Line(line, Some(permit)))
+            .map_err(|_| self.closed_error())
+    }
+
+    /// Queue a transport reply; never waits (capped by MAX_QUEUED_REPLIES).
+    fn reply(&self, reply: Bytes) {
+        if self.queued_replies.fetch_add(1, Ordering::AcqRel) >= MAX_QUEUED_REPLIES {
+            self.queued_replies.fetch_sub(1, Ordering::AcqRel);
+            tracing::warn!("the agent is not reading its stdin; dropped a transport reply");
+            return;
+        }
+        let mut line = BytesMut::with_capacity(reply.len() + 1);
+        line.extend_from_slice(&reply);
+        line.extend_from_slice(b"\n");
+        if self
+            .write_tx
+            .send(WriteCmd::Line(line.freeze(), None))
+            .is_err()
+        {
+            self.queued_replies.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    pub(crate) async fn wait_exit(&self) -> Result<ProcessExit, AcpError> {
+        let mut rx = self.exit_rx.clone();
+        let r = rx
+            .wait_for(|v| v.is_some())
+            .await
+            .map_err(|_| AcpError::closed("the exit watcher ended"))?;
+        match r.as_ref() {
+            Some(Ok(exit)) => Ok(*exit),
+            Some(Err(e)) => Err(AcpError::Process {
+                action: "waiting for the agent",
+                reason: e.clone(),
+            }),
+            None => Err(AcpError::closed("the exit watcher ended")),
+        }
+    }
+
+    pub(crate) async fn wait(&self) -> Result<AgentExit, AcpError> {
+        let exit = self.wait_exit().await?;
+        if let Some(e) = self.error()
+            && e.is_message_too_large()
+        {
+            return Err(e);
+        }
+        let killed = self.killed_by_us.load(Ordering::Acquire);
+        if exit.success() || killed {
+            return Ok(AgentExit {
+                code: exit.code,
+                signal: exit.signal,
+                killed,
+            });
+        }
+        Err(AcpError::AgentFailed {
+            code: exit.code,
+            signal: exit.signal,
+            stderr_tail: self.stderr_tail(),
+        })
+    }
+
+    pub(crate) async fn stop(&self, timeout: Duration) -> Result<(), AcpError> {
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let reserve = (timeout / 4).min(Duration::from_secs(1));
+        let grace_end = deadline - reserve;
+        self.closing.store(true, Ordering::Release);
+        self.halt_reads.cancel();
+        if self.exit_known() {
+            return Ok(());
+        }
+        if !self.output_failed.load(Ordering::Acquire) {
+            let graceful = async {
+                let (ack_tx, ack_rx) = oneshot::channel();
+                if self.write_tx.send(WriteCmd::Eof(ack_tx)).is_ok()
+                    && let Ok(Err(e)) = ack_rx.await
+                {
+                    return Err(e);
+                }
+                self.wait_exit().await.map(|_| ())
+            };
+            match tokio::time::timeout_at(grace_end, graceful).await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(e)) => tracing::debug!(error = %e, "graceful stop failed; killing the agent"),
+                Err(_) => tracing::debug!("the agent did not exit after EOF; killing it"),
+            }
+        }
+        self.mark_killed();
+        self.halt_writes.cancel();
+        if let Ok(Err(e)) = tokio::time::timeout_at(deadline, self.process.kill()).await {
+            return Err(e);
+        }
+        match tokio::time::timeout_at(deadline, self.wait_exit()).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(AcpError::StopTimeout { timeout }),
+        }
+    }
+
+    fn mark_killed(&self) {
+        if !self.exit_known() {
+            self.killed_by_us.store(true, Ordering::Release);
+        }
+    }
+
+    pub(crate) async fn kill(&self) -> Result<(), AcpError> {
+        self.closing.store(true, Ordering::Release);
+        self.mark_killed();
+        self.halt_reads.cancel();
+        self.halt_writes.cancel();
+        self.process.kill().await
+    }
+
+    pub(crate) fn kill_on_drop(&self) {
+        self.closing.store(true, Ordering::Release);
+        self.halt_reads.cancel();
+        self.halt_writes.cancel();
+        if !self.exit_known() {
+            self.mark_killed();
+            self.process.clone().kill_now();
+        }
+    }
+
+    /// Kill because of a fatal transport error (oversize); does not wait.
+    fn kill_for_error(self: &Arc<Self>) {
+        self.closing.store(true, Ordering::Release);
+        self.mark_killed();
+        self.halt_writes.cancel();
+        let me = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = me.process.kill().await {
+                tracing::warn!(error = %e, "could not kill the agent after an oversized message");
+            }
+        });
+    }
+}
+
+async fn read_loop(
+    shared: Arc<Shared>,
+    mut stdout: ByteStream,
+    read_tx: mpsc::Sender<Bytes>,
+    mut splitter: LineSplitter,
+) {
+    let mut read_tx = Some(read_tx);
+    loop {
+        let item = tokio::select! {
+            biased;
+            _ = shared.halt_reads.cancelled(), if read_tx.is_some() => {
+                read_tx = None;
+                continue;
+            }
+            item = stdout.next() => item,
+        };
+        let Some(item) = item else { break };
+        let chunk = match item {
+            Ok(c) => c,
+            Err(e) => {
+                shared.output_failed.store(true, Ordering::Release);
+                if read_tx.is_some() {
+                    shared.set_error(e);
+                }
+                break;
+            }
+        };
+        if read_tx.is_none() {
+            continue; // stopped: keep draining so the process can end
+        }
+        splitter.push(&chunk);
+        while let Some(r) = splitter.next_line() {
+            match r {
+                Ok(line) => {
+                    if !deliver(&shared, &mut read_tx, line).await {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the agent sent an oversized message; killing it");
+                    shared.set_error(e);
+                    read_tx = None;
+                    shared.kill_for_error();
+                    break;
+                }
+            }
+        }
+    }
+    if read_tx.is_some() {
+        match splitter.finish() {
+            Some(Ok(line)) => {
+                deliver(&shared, &mut read_tx, line).await;
+            }
+            Some(Err(e)) => shared.set_error(e),
+            None => {}
+        }
+    }
+}
+
+/// Filter one line and forward it; false when forwarding has ended.
+async fn deliver(shared: &Shared, read_tx: &mut Option<mpsc::Sender<Bytes>>, line: Bytes) -> bool {
+    let verdict = filter::inspect_agent_line(&line);
+    for reply in verdict.replies {
+        shared.reply(reply);
+    }
+    let Some(fwd) = verdict.forward else {
+        return true;
+    };
+    let Some(tx) = read_tx.as_ref() else {
+        return false;
+    };
+    let sent = tokio::select! {
+        biased;
+        _ = shared.halt_reads.cancelled() => false,
+        r = tx.send(fwd) => r.is_ok(),
+    };
+    if !sent {
+        *read_tx = None;
+    }
+    sent
+}
+
+async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<WriteCmd>) {
+    loop {
+        let cmd = tokio::select! {
+            biased;
+            _ = shared.halt_writes.cancelled() => break,
+            c = rx.recv() => c,
+        };
+        match cmd {
+            None => break,
+            Some(WriteCmd::Line(bytes, permit)) => {
+                let is_reply = permit.is_none();
+                let r = tokio::select! {
+                    biased;
+                    _ = shared.halt_writes.cancelled() => break,
+                    r = shared.process.write_stdin(bytes) => r,
+                };
+                drop(permit);
+                if is_reply {
+                    shared.queued_replies.fetch_sub(1, Ordering::AcqRel);
+                }
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "writing to the agent's stdin failed");
+                    *lock(&shared.writer_error) = Some(e.to_string());
+                    break;
+                }
+            }
+            Some(WriteCmd::Eof(ack)) => {
+                let r = tokio::select! {
+                    biased;
+                    _ = shared.halt_writes.cancelled() => break,
+                    r = shared.process.close_stdin() => r,
+                };
+                let _ = ack.send(r);
+                break;
+            }
+        }
+    }
+    // Later sends fail; pending EOF acks are dropped (the stopper treats that as closed).
+    shared.closing.store(true, Ordering::Release);
+    shared.write_permits.close();
+    rx.close();
+}
+
+async fn stderr_loop(
+    mut stderr: ByteStream,
+    tail: Arc<StdMutex<Tail>>,
+    callback: Option<StderrCallback>,
+) {
+    let mut callback_failed = false;
+    while let Some(item) = stderr.next().await {
+        let Ok(chunk) = item else { break };
+        lock(&tail).push(&chunk);
+        if let Some(cb) = callback.as_ref() {
+            match std::panic::catch_unwind(AssertUnwindSafe(|| cb(&chunk))) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    if !callback_failed {
+                        tracing::warn!(error = %e, "the stderr callback failed; the transport carries on");
+                    }
+                    callback_failed = true;
+                }
+                Err(_) => {
+                    if !callback_failed {
+                        tracing::warn!("the stderr callback panicked; the transport carries on");
+                    }
+                    callback_failed = true;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_the_last_bytes() {
+        let mut t = Tail {
+            buf: VecDeque::new(),
+            cap: 4,
+        };
+        t.push(b"ab");
+        t.push(b"cdef");
+        assert_eq!(t.buf.iter().copied().collect::<Vec<_>>(), b"cdef");
+        t.push(b"0123456789");
+        assert_eq!(t.buf.iter().copied().collect::<Vec<_>>(), b"6789");
+        t.push(b"x");
+        assert_eq!(t.buf.iter().copied().collect::<Vec<_>>(), b"789x");
+    }
+}
