@@ -30,6 +30,7 @@ pub struct LineSplitter {
     max: usize,
     failed: bool,
     scanned_total: u64,
+    direction: Direction,
 }
 
 impl LineSplitter {
@@ -44,7 +45,15 @@ impl LineSplitter {
             max: max_message_bytes,
             failed: false,
             scanned_total: 0,
+            direction: Direction::FromAgent,
         })
+    }
+
+    /// The same, reporting oversize errors for messages going the given way (the bridge splits
+    /// the editor's input with [`Direction::ToAgent`]).
+    pub fn with_direction(mut self, direction: Direction) -> Self {
+        self.direction = direction;
+        self
     }
 
     /// The configured limit.
@@ -136,7 +145,7 @@ impl LineSplitter {
         self.buf = BytesMut::new();
         self.scanned = 0;
         AcpError::MessageTooLarge {
-            direction: Direction::FromAgent,
+            direction: self.direction,
             limit: self.max,
             size,
         }

@@ -17,3 +17,9 @@ pub use options::{
 };
 pub use process::{AgentProcess, ByteStream, ProcessExit};
 pub use transport::{AcpTransport, AgentExit};
+
+pub mod agent;
+pub use agent::{AcpAgent, ClientBuilder};
+
+pub mod bridge;
+pub use bridge::run_bridge;

@@ -77,6 +77,8 @@ pub(crate) struct Shared {
     halt_reads: CancellationToken,
     halt_writes: CancellationToken,
     closing: AtomicBool,
+    /// Set by stop/kill/drop (not by a plain exit): the SDK layer dispatches nothing after it.
+    user_closed: AtomicBool,
     killed_by_us: AtomicBool,
     output_failed: AtomicBool,
     writer_error: StdMutex<Option<String>>,
@@ -144,6 +146,7 @@ impl AcpTransport {
             halt_reads: CancellationToken::new(),
             halt_writes: CancellationToken::new(),
             closing: AtomicBool::new(false),
+            user_closed: AtomicBool::new(false),
             killed_by_us: AtomicBool::new(false),
             output_failed: AtomicBool::new(false),
             writer_error: StdMutex::new(None),
@@ -244,6 +247,11 @@ impl AcpTransport {
         self.shared.stderr_tail()
     }
 
+    /// The error that ended reading from the agent, if any (oversized message, failed stream).
+    pub fn transport_error(&self) -> Option<AcpError> {
+        self.shared.error()
+    }
+
     /// Wait for the agent to end. Several callers may wait.
     ///
     /// `Ok` for exit code 0 or an agent this crate killed; [`AcpError::AgentFailed`] (with the
@@ -277,6 +285,12 @@ impl AcpTransport {
     }
 }
 
+impl AcpTransport {
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+}
+
 impl Drop for AcpTransport {
     fn drop(&mut self) {
         self.shared.kill_on_drop();
@@ -290,6 +304,11 @@ impl Shared {
 
     pub(crate) fn is_closing(&self) -> bool {
         self.closing.load(Ordering::Acquire)
+    }
+
+    /// True once `stop`, `kill` or drop was called.
+    pub(crate) fn is_user_closed(&self) -> bool {
+        self.user_closed.load(Ordering::Acquire)
     }
 
     pub(crate) fn error(&self) -> Option<AcpError> {
@@ -433,6 +452,7 @@ impl Shared {
         let reserve = (timeout / 4).min(Duration::from_secs(1));
         let grace_end = deadline - reserve;
         self.closing.store(true, Ordering::Release);
+        self.user_closed.store(true, Ordering::Release);
         self.halt_reads.cancel();
         if self.exit_known() {
             return Ok(());
@@ -472,6 +492,7 @@ impl Shared {
 
     pub(crate) async fn kill(&self) -> Result<(), AcpError> {
         self.closing.store(true, Ordering::Release);
+        self.user_closed.store(true, Ordering::Release);
         self.mark_killed();
         self.halt_reads.cancel();
         self.halt_writes.cancel();
@@ -480,6 +501,7 @@ impl Shared {
 
     pub(crate) fn kill_on_drop(&self) {
         self.closing.store(true, Ordering::Release);
+        self.user_closed.store(true, Ordering::Release);
         self.halt_reads.cancel();
         self.halt_writes.cancel();
         if !self.exit_known() {

@@ -1,4 +1,5 @@
 //! The transport against our scriptable fake agent as a local child process.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,0 +1,137 @@
+//! The bridge: an ACP agent on its own stdin/stdout (for an editor such as Zed) whose real agent
+//! runs behind the transport, in the sandbox, with the same rewrite and interception.
+
+use std::pin::pin;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::error::{AcpError, Direction};
+use crate::framing::LineSplitter;
+use crate::transport::{AcpTransport, AgentExit};
+
+/// Run the bridge until the agent ends: lines read from `input` (the editor) go to the agent
+/// (`initialize` rewritten), messages from the agent go to `output` (`fs/*` and `terminal/*`
+/// requests were answered in the transport and never reach the editor). At EOF on `input` the agent
+/// is stopped with `stop_timeout` (EOF, then kill). Returns how the agent ended
+/// ([`AcpTransport::wait`]).
+///
+/// An editor message over the limit is not sent; if it is a request the editor gets an error
+/// response for it.
+pub async fn run_bridge<R, W>(
+    input: R,
+    output: W,
+    transport: AcpTransport,
+    stop_timeout: std::time::Duration,
+) -> Result<AgentExit, AcpError>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send,
+{
+    let mut output = output;
+    let (reply_tx, mut reply_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let t = &transport;
+
+    let input_pump = async move {
+        let mut input = input;
+        let mut splitter = match LineSplitter::new(t.max_message_bytes()) {
+            Ok(s) => s.with_direction(Direction::ToAgent),
+            Err(e) => return Err(e),
+        };
+        let mut buf = BytesMut::with_capacity(64 * 1024);
+        loop {
+            buf.clear();
+            let n = input
+                .read_buf(&mut buf)
+                .await
+                .map_err(|e| AcpError::process("reading the bridge's input", e))?;
+            if n == 0 {
+                if let Some(Ok(line)) = splitter.finish() {
+                    send_line(t, &line, &reply_tx).await?;
+                }
+                break;
+            }
+            splitter.push(&buf);
+            while let Some(r) = splitter.next_line() {
+                match r {
+                    Ok(line) => send_line(t, &line, &reply_tx).await?,
+                    Err(e) => {
+                        // The editor's stream cannot be resynchronised.
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        t.stop(stop_timeout).await
+    };
+
+    let output_pump = async {
+        loop {
+            let msg = tokio::select! {
+                biased;
+                Some(reply) = reply_rx.recv() => reply.into_bytes().into(),
+                m = t.recv() => match m {
+                    Some(Ok(m)) => m,
+                    Some(Err(e)) => {
+                        tracing::error!(error = %e, "the agent's output failed");
+                        break;
+                    }
+                    None => break,
+                },
+            };
+            let mut line = BytesMut::with_capacity(msg.len() + 1);
+            line.extend_from_slice(&msg);
+            line.extend_from_slice(b"\n");
+            output
+                .write_all(&line)
+                .await
+                .map_err(|e| AcpError::process("writing the bridge's output", e))?;
+            output
+                .flush()
+                .await
+                .map_err(|e| AcpError::process("writing the bridge's output", e))?;
+        }
+        Ok::<(), AcpError>(())
+    };
+
+    let mut input_pump = pin!(input_pump);
+    let mut output_pump = pin!(output_pump);
+    let mut input_done = false;
+    loop {
+        tokio::select! {
+            r = &mut input_pump, if !input_done => {
+                input_done = true;
+                if let Err(e) = r {
+                    tracing::error!(error = %e, "bridge input failed; stopping the agent");
+                    let _ = t.kill().await;
+                }
+            }
+            r = &mut output_pump => {
+                if let Err(e) = r {
+                    let _ = t.kill().await;
+                    return Err(e);
+                }
+                break;
+            }
+        }
+    }
+    transport.wait().await
+}
+
+async fn send_line(
+    t: &AcpTransport,
+    line: &[u8],
+    replies: &tokio::sync::mpsc::UnboundedSender<String>,
+) -> Result<(), AcpError> {
+    match t.send(line).await {
+        Ok(()) => Ok(()),
+        Err(e @ (AcpError::MessageTooLarge { .. } | AcpError::InvalidMessage { .. })) => {
+            tracing::error!(error = %e, "refused a message from the editor");
+            if let Some(reply) = crate::agent::local_error_response_bytes(line, &e) {
+                let _ = replies.send(reply);
+            }
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
