@@ -31,6 +31,10 @@ pub struct EnvdArgs {
     /// A user name accepted as the current user (e.g. `user`, which the E2B SDKs assume).
     #[arg(long)]
     pub user_alias: Option<String>,
+    /// Confine the file API (Filesystem RPCs and /files) to this directory: paths resolving
+    /// outside it (after `..` and symlinks) are refused. Off by default, as in envd.
+    #[arg(long, env = "E2B_ENVD_ROOT")]
+    pub root: Option<PathBuf>,
     /// envd version to report in X-Envd-Version.
     #[arg(long, default_value = IMPLEMENTED_ENVD_VERSION)]
     pub envd_version: String,
@@ -46,6 +50,7 @@ impl EnvdArgs {
             default_workdir: self.default_workdir.clone(),
             user_alias: self.user_alias.clone(),
             envd_version: self.envd_version.clone(),
+            root: self.root.clone(),
             ..EnvdConfig::default()
         }
     }

@@ -29,6 +29,7 @@ mod cli;
 mod config;
 pub mod connect;
 mod error;
+mod filesystem;
 mod process;
 mod rest;
 mod server;

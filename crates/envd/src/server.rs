@@ -7,6 +7,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::serve::ListenerExt as _;
+use e2b_envd_proto::filesystem::filesystem_server::FilesystemServer;
 use e2b_envd_proto::process::process_server::ProcessServer;
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use tokio::sync::watch;
@@ -105,7 +106,12 @@ impl Envd {
         let process_grpc = ProcessServer::from_arc(process)
             .max_decoding_message_size(config.max_message_bytes)
             .max_encoding_message_size(usize::MAX);
-        let grpc = tonic::service::Routes::new(process_grpc);
+        let filesystem = Arc::new(crate::filesystem::FilesystemService::new(state.clone()));
+        let connect = crate::filesystem::register_connect(connect, filesystem.clone());
+        let filesystem_grpc = FilesystemServer::from_arc(filesystem)
+            .max_decoding_message_size(config.max_message_bytes)
+            .max_encoding_message_size(usize::MAX);
+        let grpc = tonic::service::Routes::new(process_grpc).add_service(filesystem_grpc);
         let grpc_web = tonic_web::GrpcWebLayer::new().layer(grpc.clone());
         let app = App { state: state.clone(), connect: Arc::new(connect), grpc, grpc_web, rest: rest::router(state.clone()) };
 

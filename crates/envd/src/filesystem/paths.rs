@@ -17,12 +17,6 @@ pub(crate) enum PathError {
 }
 
 impl PathError {
-    pub(crate) fn message(&self) -> &str {
-        match self {
-            Self::Invalid(m) | Self::OutsideRoot(m) => m,
-        }
-    }
-
     pub(crate) fn into_status(self) -> tonic::Status {
         match self {
             Self::Invalid(m) => tonic::Status::invalid_argument(m),

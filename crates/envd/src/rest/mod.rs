@@ -4,6 +4,9 @@
 //! Filesystem service's `/files`) merges its own routes into it (see `docs/envd.md`). The
 //! access-token check happens before routing, in the top-level dispatcher.
 
+mod files;
+mod files_auth;
+mod files_io;
 mod metrics;
 
 use std::collections::HashMap;
@@ -39,6 +42,7 @@ pub(crate) fn router(state: Arc<State>) -> Router {
         .route("/envs", get(envs))
         .route("/metrics", get(metrics::metrics))
         .route("/init", post(init))
+        .merge(files::router())
         .fallback(not_found)
         .with_state(state)
 }
