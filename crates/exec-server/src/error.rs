@@ -106,7 +106,7 @@ impl FileError {
             K::NotFound => Some(FileErrorKind::FileNotFound),
             K::PermissionDenied => Some(FileErrorKind::PermissionDenied),
             K::IsADirectory => Some(FileErrorKind::IsDirectory),
-            K::NotADirectory | K::InvalidFilename | K::InvalidInput => {
+            K::NotADirectory | K::InvalidFilename | K::InvalidInput | K::AlreadyExists => {
                 Some(FileErrorKind::InvalidPath)
             }
             _ => None,

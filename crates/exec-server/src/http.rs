@@ -125,11 +125,16 @@ async fn mcp(State(st): State<Arc<AppState>>, req: Request) -> Response {
         }
     };
     let init = parts.method == http::Method::POST && is_initialize(&bytes);
+    let delete = parts.method == http::Method::DELETE;
     let resp = st
         .service
         .handle(http::Request::from_parts(parts, Full::new(bytes)))
         .await;
-    let (parts, body) = resp.into_parts();
+    let (mut parts, body) = resp.into_parts();
+    // The Node server (and the ruska conformance check) answer a session DELETE with 200.
+    if delete && parts.status == StatusCode::ACCEPTED {
+        parts.status = StatusCode::OK;
+    }
     if !init {
         return Response::from_parts(parts, Body::new(body));
     }
@@ -142,7 +147,6 @@ async fn mcp(State(st): State<Arc<AppState>>, req: Request) -> Response {
         )
         .as_bytes(),
     );
-    let mut parts = parts;
     parts.headers.remove(http::header::CONTENT_LENGTH);
     let mapped = body.map_frame(move |frame| {
         frame.map_data(|d| inject_frame(&d, &needle, &replacement).unwrap_or(d))
