@@ -23,3 +23,12 @@ pub use agent::{AcpAgent, ClientBuilder};
 
 pub mod bridge;
 pub use bridge::run_bridge;
+
+#[cfg(feature = "sandbox")]
+pub mod sandbox;
+#[cfg(feature = "sandbox")]
+pub use sandbox::{
+    SandboxCommands, SandboxProcess, connect_acp_agent, run_bridge_in_sandbox, start_acp_transport,
+};
+#[cfg(feature = "sandbox")]
+pub use e2b_commands::{CommandLine, Commands};

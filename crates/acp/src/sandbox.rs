@@ -1,0 +1,284 @@
+//! The agent as a command in the sandbox, over `e2b_commands::Commands::start_streaming`
+//! (stdin open, no output retained, no command timeout).
+
+use bytes::Bytes;
+use e2b_commands::{CommandEvent, CommandHandle, CommandLine, CommandOptions, Commands};
+use futures::future::BoxFuture;
+use tokio::sync::{Mutex, mpsc};
+
+use crate::agent::{AcpAgent, ClientBuilder};
+use crate::error::AcpError;
+use crate::options::AcpOptions;
+use crate::process::{AgentProcess, ByteStream, ProcessExit};
+use crate::transport::{AcpTransport, AgentExit};
+use agent_client_protocol::{Agent, HandleConnectionClose, HandleDispatchFrom, RunWithConnectionTo};
+
+/// Chunks buffered between the command's event stream and the transport's reader. The reader's
+/// own read queue ([`crate::DEFAULT_READ_QUEUE_DEPTH`]) is what bounds memory; this only decouples
+/// stdout from stderr.
+const CHUNK_BUFFER: usize = 16;
+
+/// Anything that gives access to a sandbox's commands API: `e2b_commands::Commands` itself (and
+/// the `e2b` facade's `Sandbox` through `sandbox.commands()`).
+pub trait SandboxCommands {
+    /// The commands API of the sandbox.
+    fn sandbox_commands(&self) -> &Commands;
+}
+
+impl SandboxCommands for Commands {
+    fn sandbox_commands(&self) -> &Commands {
+        self
+    }
+}
+
+impl<T: SandboxCommands + ?Sized> SandboxCommands for &T {
+    fn sandbox_commands(&self) -> &Commands {
+        (**self).sandbox_commands()
+    }
+}
+
+fn sandbox_err(action: &'static str) -> impl FnOnce(e2b_commands::CommandError) -> AcpError {
+    move |e| AcpError::Sandbox {
+        action,
+        source: Box::new(e),
+    }
+}
+
+/// An agent command running in a sandbox.
+pub struct SandboxProcess {
+    handle: CommandHandle,
+    stdout: Option<mpsc::Receiver<Result<Bytes, AcpError>>>,
+    stderr: Option<mpsc::Receiver<Result<Bytes, AcpError>>>,
+    exit: Mutex<mpsc::Receiver<Result<ProcessExit, AcpError>>>,
+}
+
+impl std::fmt::Debug for SandboxProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SandboxProcess")
+            .field("pid", &self.handle.pid())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SandboxProcess {
+    /// Start `command` (a shell line, or `CommandLine::exec(program, args)`) in the sandbox with
+    /// `start_streaming`: stdin open, no output retained, no command timeout.
+    pub async fn start(
+        sandbox: &(impl SandboxCommands + ?Sized),
+        command: impl Into<CommandLine>,
+        opts: &AcpOptions,
+    ) -> Result<Self, AcpError> {
+        let command = command.into();
+        let mut copts = CommandOptions::new()
+            .stdin(true)
+            .retain_output(false)
+            .no_timeout()
+            .events(true);
+        if let Some(cwd) = &opts.cwd {
+            copts = copts.cwd(cwd.clone());
+        }
+        if let Some(user) = &opts.user {
+            copts = copts.user(user.clone());
+        }
+        if let Some(t) = opts.request_timeout {
+            copts = copts.request_timeout(t);
+        }
+        copts = copts.envs(opts.envs.clone());
+        let display = format!("{command:?}");
+        let mut handle = sandbox
+            .sandbox_commands()
+            .start_streaming(command, copts)
+            .await
+            .map_err(|e| AcpError::Spawn {
+                command: display.clone(),
+                reason: e.to_string(),
+            })?;
+        let events = handle.take_events().ok_or_else(|| AcpError::Spawn {
+            command: display,
+            reason: "the command's event stream was not available".to_owned(),
+        })?;
+        let (out_tx, out_rx) = mpsc::channel::<Result<Bytes, AcpError>>(CHUNK_BUFFER);
+        let (err_tx, err_rx) = mpsc::channel::<Result<Bytes, AcpError>>(CHUNK_BUFFER);
+        let (exit_tx, exit_rx) = mpsc::channel(1);
+        tokio::spawn(demux(events, out_tx, err_tx, exit_tx));
+        Ok(Self {
+            handle,
+            stdout: Some(out_rx),
+            stderr: Some(err_rx),
+            exit: Mutex::new(exit_rx),
+        })
+    }
+}
+
+fn tokio_stream_from(
+    mut rx: mpsc::Receiver<Result<Bytes, AcpError>>,
+) -> impl futures::Stream<Item = Result<Bytes, AcpError>> + Send {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// Split the command's single event stream into stdout, stderr and the exit. Keeps reading until
+/// the end even when a consumer is gone, so the exit is always seen.
+async fn demux(
+    mut events: e2b_commands::CommandEvents,
+    out_tx: mpsc::Sender<Result<Bytes, AcpError>>,
+    err_tx: mpsc::Sender<Result<Bytes, AcpError>>,
+    exit_tx: mpsc::Sender<Result<ProcessExit, AcpError>>,
+) {
+    let mut out_tx = Some(out_tx);
+    let mut err_tx = Some(err_tx);
+    let exit = loop {
+        match events.recv().await {
+            Some(Ok(CommandEvent::Stdout(b) | CommandEvent::Pty(b))) => {
+                if let Some(tx) = &out_tx
+                    && tx.send(Ok(b)).await.is_err()
+                {
+                    out_tx = None;
+                }
+            }
+            Some(Ok(CommandEvent::Stderr(b))) => {
+                if let Some(tx) = &err_tx
+                    && tx.send(Ok(b)).await.is_err()
+                {
+                    err_tx = None;
+                }
+            }
+            Some(Ok(CommandEvent::Exit(st))) => {
+                break Ok(if st.exited {
+                    ProcessExit::code(st.exit_code)
+                } else {
+                    ProcessExit {
+                        code: None,
+                        signal: st.signal,
+                    }
+                });
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => {
+                let msg = e.to_string();
+                if let Some(tx) = &out_tx {
+                    let _ = tx.send(Err(AcpError::process("reading the agent's output", &msg))).await;
+                }
+                break Err(AcpError::Sandbox {
+                    action: "following the agent command",
+                    source: Box::new(e),
+                });
+            }
+            None => break Err(AcpError::closed("the command's event stream ended without an exit")),
+        }
+    };
+    drop(out_tx);
+    drop(err_tx);
+    let _ = exit_tx.send(exit).await;
+}
+
+impl AgentProcess for SandboxProcess {
+    fn pid(&self) -> u32 {
+        self.handle.pid()
+    }
+
+    fn take_stdout(&mut self) -> Option<ByteStream> {
+        self.stdout
+            .take()
+            .map(|rx| Box::pin(tokio_stream_from(rx)) as ByteStream)
+    }
+
+    fn take_stderr(&mut self) -> Option<ByteStream> {
+        self.stderr
+            .take()
+            .map(|rx| Box::pin(tokio_stream_from(rx)) as ByteStream)
+    }
+
+    fn write_stdin(&self, data: Bytes) -> BoxFuture<'_, Result<(), AcpError>> {
+        Box::pin(async move {
+            self.handle
+                .send_stdin(data)
+                .await
+                .map_err(sandbox_err("writing to the agent's stdin"))
+        })
+    }
+
+    fn close_stdin(&self) -> BoxFuture<'_, Result<(), AcpError>> {
+        Box::pin(async move {
+            self.handle
+                .close_stdin()
+                .await
+                .map_err(sandbox_err("closing the agent's stdin"))
+        })
+    }
+
+    fn kill(&self) -> BoxFuture<'_, Result<(), AcpError>> {
+        Box::pin(async move {
+            self.handle
+                .kill()
+                .await
+                .map(|_| ())
+                .map_err(sandbox_err("killing the agent"))
+        })
+    }
+
+    fn wait(&self) -> BoxFuture<'_, Result<ProcessExit, AcpError>> {
+        Box::pin(async move {
+            let mut rx = self.exit.lock().await;
+            rx.recv()
+                .await
+                .unwrap_or_else(|| Err(AcpError::closed("the agent's exit was already taken")))
+        })
+    }
+}
+
+/// Start `command` in the sandbox and connect the official ACP client `client` to it.
+///
+/// `client` is `agent_client_protocol::Client.v1()` with your handlers. The agent's `fs/*` and
+/// `terminal/*` requests never reach them (answered with -32601 in the transport), and the
+/// client's `fs` and `terminal` capabilities are sent as `false`.
+pub async fn connect_acp_agent<S, H, R, C>(
+    sandbox: &S,
+    command: impl Into<CommandLine>,
+    client: ClientBuilder<H, R, C>,
+    opts: AcpOptions,
+) -> Result<AcpAgent, AcpError>
+where
+    S: SandboxCommands + ?Sized,
+    H: HandleDispatchFrom<Agent> + 'static,
+    R: RunWithConnectionTo<Agent> + 'static,
+    C: HandleConnectionClose<Agent> + 'static,
+{
+    opts.validate()?;
+    let process = SandboxProcess::start(sandbox, command, &opts).await?;
+    AcpAgent::connect(process, client, opts).await
+}
+
+/// Start `command` in the sandbox and return the raw JSON-lines transport (with the same rewrite
+/// and interception as [`connect_acp_agent`]).
+pub async fn start_acp_transport<S>(
+    sandbox: &S,
+    command: impl Into<CommandLine>,
+    opts: AcpOptions,
+) -> Result<AcpTransport, AcpError>
+where
+    S: SandboxCommands + ?Sized,
+{
+    opts.validate()?;
+    let process = SandboxProcess::start(sandbox, command, &opts).await?;
+    AcpTransport::start(process, &opts)
+}
+
+/// The `e2b acp` bridge: serve ACP on `input`/`output` (the editor) with the real agent started
+/// as `command` in the sandbox. Returns when the agent ends; at EOF on `input` the agent is
+/// stopped within `opts.stop_timeout`.
+pub async fn run_bridge_in_sandbox<S, I, O>(
+    sandbox: &S,
+    command: impl Into<CommandLine>,
+    input: I,
+    output: O,
+    opts: AcpOptions,
+) -> Result<AgentExit, AcpError>
+where
+    S: SandboxCommands + ?Sized,
+    I: tokio::io::AsyncRead + Unpin + Send,
+    O: tokio::io::AsyncWrite + Unpin + Send,
+{
+    let stop_timeout = opts.stop_timeout;
+    let transport = start_acp_transport(sandbox, command, opts).await?;
+    crate::bridge::run_bridge(input, output, transport, stop_timeout).await
+}

@@ -1,0 +1,174 @@
+//! Through the real embedded envd daemon: the fake agent runs as a sandbox command started with
+//! `start_streaming`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    ClientCapabilities, ContentBlock, FileSystemCapabilities, InitializeRequest, NewSessionRequest,
+    PromptRequest, StopReason, TextContent,
+};
+use agent_client_protocol::Client;
+use common::{FAKE, alive, eventually_dead, received, recv_json, request};
+use e2b_acp::{AcpError, AcpOptions, AcpTransport, CommandLine, Commands, Direction};
+use e2b_commands::{EnvdConnection, EnvdEndpoint};
+use serde_json::{Value, json};
+
+async fn sandbox() -> (e2b_test_support::TestEnvd, Commands) {
+    let envd = e2b_test_support::spawn_envd().await;
+    let mut ep = EnvdEndpoint::new(envd.url());
+    if let Some(t) = envd.access_token() {
+        ep = ep.access_token(t);
+    }
+    let commands = Commands::new(EnvdConnection::new(ep).unwrap());
+    (envd, commands)
+}
+
+async fn start(c: &Commands, args: &[&str], opts: AcpOptions) -> AcpTransport {
+    e2b_acp::start_acp_transport(c, CommandLine::exec(FAKE, args.iter().map(|s| s.to_string())), opts)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn rewrite_interception_junk_and_utf8_through_the_daemon() {
+    let (_envd, c) = sandbox().await;
+    let t = start(&c, &[], AcpOptions::new()).await;
+    let (r, _) = request(
+        &t,
+        1,
+        "initialize",
+        json!({"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true}}),
+    )
+    .await;
+    assert_eq!(
+        r["result"]["_meta"]["receivedClientCapabilities"],
+        json!({"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false})
+    );
+    let msg = "{\"jsonrpc\":\"2.0\",\"method\":\"_u\",\"params\":{\"t\":\"😀\"}}\n";
+    let cut = msg.find('😀').unwrap() + 2;
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let (_, before) = request(
+        &t,
+        2,
+        "_fake/do",
+        json!({"actions":[
+            {"request": {"id": 77, "method": "fs/read_text_file", "params": {}}},
+            {"blank_lines": 2}, {"emit": "junk\n"},
+            {"emit_hex_parts": [hex(&msg.as_bytes()[..cut]), hex(&msg.as_bytes()[cut..])], "delay_ms": 50}
+        ]}),
+    )
+    .await;
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert_eq!(before[0]["params"]["t"], json!("😀"));
+    let lines = received(&t, 3).await;
+    assert!(lines.iter().any(|l| l.contains(r#""id":77,"error":{"code":-32601"#)), "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("-32700")), "{lines:?}");
+    t.stop(Duration::from_secs(5)).await.unwrap();
+    let exit = t.wait().await.unwrap();
+    assert!(exit.success() && !exit.killed, "{exit:?}");
+}
+
+#[tokio::test]
+async fn oversize_stderr_flood_and_failed_exit_through_the_daemon() {
+    let (_envd, c) = sandbox().await;
+    let t = start(&c, &["--actions", r#"[{"stderr": 10485760}]"#], AcpOptions::new().max_message_bytes(100_000)).await;
+    let (r, _) = request(&t, 1, "_fake/echo", json!({"ok": 1})).await;
+    assert_eq!(r["result"], json!({"ok": 1}));
+    assert!(t.stderr_tail().len() <= 64 * 1024);
+    t.send_json(&json!({"jsonrpc":"2.0","id":2,"method":"_fake/do","params":{"actions":[
+        {"notify":{"method":"_first"}}, {"big_line": 200_000}, {"sleep_ms": 30000}]}}))
+        .await
+        .unwrap();
+    assert_eq!(recv_json(&t).await["method"], json!("_first"));
+    let err = tokio::time::timeout(Duration::from_secs(5), t.recv()).await.unwrap().unwrap().unwrap_err();
+    assert!(matches!(err, AcpError::MessageTooLarge { direction: Direction::FromAgent, .. }), "{err}");
+    let w = tokio::time::timeout(Duration::from_secs(5), t.wait()).await.unwrap();
+    assert!(matches!(w, Err(AcpError::MessageTooLarge { .. })), "{w:?}");
+
+    let t = start(&c, &[], AcpOptions::new()).await;
+    t.send_json(&json!({"jsonrpc":"2.0","id":1,"method":"_fake/do","params":{"actions":[{"stderr": 3}, {"exit": 3}]}}))
+        .await
+        .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(5), t.wait()).await.unwrap().unwrap_err();
+    assert!(matches!(err, AcpError::AgentFailed { code: Some(3), .. }), "{err}");
+}
+
+#[tokio::test]
+async fn back_pressure_and_kill_with_a_full_queue_through_the_daemon() {
+    let (_envd, c) = sandbox().await;
+    let t = start(&c, &[], AcpOptions::new().read_queue_depth(4)).await;
+    t.send_json(&json!({"jsonrpc":"2.0","id":1,"method":"_fake/do","params":{"actions":[{"flood":{"count":20000,"size":2000}}]}}))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let written: usize = t
+        .stderr_tail()
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("flooded ").and_then(|n| n.parse().ok()))
+        .unwrap_or(0);
+    assert!(written < 2000, "agent was not paused: wrote {written}");
+    let t0 = Instant::now();
+    t.kill().await.unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(5), t.wait()).await.unwrap().unwrap();
+    assert!(exit.killed);
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    eventually_dead(t.pid()).await;
+}
+
+#[tokio::test]
+async fn stop_kills_an_agent_ignoring_eof_and_drop_kills_through_the_daemon() {
+    let (_envd, c) = sandbox().await;
+    let t = start(&c, &["--ignore-eof"], AcpOptions::new()).await;
+    request(&t, 1, "_fake/echo", json!({})).await;
+    let t0 = Instant::now();
+    t.stop(Duration::from_millis(1000)).await.unwrap();
+    assert!(t0.elapsed() <= Duration::from_millis(1100), "{:?}", t0.elapsed());
+    assert!(t.wait().await.unwrap().killed);
+    eventually_dead(t.pid()).await;
+
+    let t = start(&c, &[], AcpOptions::new()).await;
+    request(&t, 1, "_fake/echo", json!({})).await;
+    let pid = t.pid();
+    assert!(alive(pid));
+    drop(t);
+    eventually_dead(pid).await;
+}
+
+#[tokio::test]
+async fn official_client_full_cycle_through_the_daemon() {
+    let (_envd, c) = sandbox().await;
+    let agent = e2b_acp::connect_acp_agent(
+        &c,
+        CommandLine::exec(FAKE, Vec::<String>::new()),
+        Client.v1().name("sandbox-test"),
+        AcpOptions::new(),
+    )
+    .await
+    .unwrap();
+    let cx = agent.connection();
+    let init = cx
+        .send_request(InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
+            ClientCapabilities::new()
+                .fs(FileSystemCapabilities::new().read_text_file(true).write_text_file(true))
+                .terminal(true),
+        ))
+        .block_task()
+        .await
+        .unwrap();
+    let seen: Value = init.meta.unwrap()["receivedClientCapabilities"].clone();
+    assert_eq!(seen["terminal"], json!(false));
+    let s = cx.send_request(NewSessionRequest::new("/tmp")).block_task().await.unwrap();
+    let r = cx
+        .send_request(PromptRequest::new(s.session_id, vec![ContentBlock::Text(TextContent::new("hi"))]))
+        .block_task()
+        .await
+        .unwrap();
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    agent.stop(Duration::from_secs(5)).await.unwrap();
+    assert!(agent.wait().await.unwrap().success());
+}
