@@ -17,7 +17,34 @@ use crate::endpoint::{EnvdEndpoint, Transport};
 use crate::error::EnvdError;
 
 /// The channel every generated client runs on, whatever the transport.
-pub type EnvdChannel = BoxCloneSyncService<Request<Body>, Response<Body>, BoxError>;
+///
+/// Its error is the concrete [`ChannelError`] rather than a bare `Box<dyn Error>`: with a boxed
+/// trait object the generated clients' futures cannot be proven `Send` (rustc's higher-ranked
+/// `From` check), so they could not be spawned.
+pub type EnvdChannel = BoxCloneSyncService<Request<Body>, Response<Body>, ChannelError>;
+
+/// A failure below the RPC layer (connect, TLS, HTTP). Its source chain holds the cause, which
+/// tonic inspects to pick the status code.
+#[derive(Debug)]
+pub struct ChannelError(BoxError);
+
+impl ChannelError {
+    fn new(e: impl Into<BoxError>) -> Self {
+        Self(e.into())
+    }
+}
+
+impl std::fmt::Display for ChannelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for ChannelError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.0)
+    }
+}
 
 /// envd's Process service client on an [`EnvdChannel`].
 pub type ProcessClient = e2b_envd_proto::process::process_client::ProcessClient<EnvdChannel>;
@@ -278,7 +305,7 @@ fn h2c_channel(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_while_idle(true)
         .connect_lazy();
-    Ok(BoxCloneSyncService::new(channel.map_err(BoxError::from)))
+    Ok(BoxCloneSyncService::new(channel.map_err(ChannelError::new)))
 }
 
 fn grpc_web_channel(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
@@ -313,6 +340,6 @@ fn grpc_web_channel(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
         .layer(tonic_web::GrpcWebClientLayer::new())
         .service(client)
         .map_response(|resp| resp.map(Body::new))
-        .map_err(BoxError::from);
+        .map_err(ChannelError::new);
     Ok(BoxCloneSyncService::new(svc))
 }

@@ -28,7 +28,7 @@ mod endpoint;
 mod error;
 
 pub use call::{CallOptions, DEFAULT_KEEPALIVE_INTERVAL, basic_auth_value, headers};
-pub use connection::{EnvdChannel, EnvdConnection, FilesystemClient, ProcessClient};
+pub use connection::{ChannelError, EnvdChannel, EnvdConnection, FilesystemClient, ProcessClient};
 pub use endpoint::{DEFAULT_ENVD_PORT, EnvdEndpoint, Transport};
 pub use error::{EnvdError, RpcCode};
 

@@ -1,0 +1,2 @@
+//! Placeholder; the benchmark comes next.
+fn main() {}

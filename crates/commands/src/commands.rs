@@ -1,0 +1,433 @@
+//! `Commands`: the Process service, E2B style.
+
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::Bytes;
+use e2b_envd_client::{CallOptions, DEFAULT_KEEPALIVE_INTERVAL, EnvdConnection, Feature};
+use e2b_envd_proto::process::process_event::Event;
+use e2b_envd_proto::process::{
+    CloseStdinRequest, ConnectRequest, ListRequest, ProcessConfig, ProcessInput, Pty,
+    SendInputRequest, SendSignalRequest, StartRequest, UpdateRequest, process_input, pty,
+};
+use futures::StreamExt as _;
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+
+use crate::error::CommandError;
+use crate::handle::{Attach, CommandHandle, ProcessEvents};
+use crate::options::{
+    CommandLine, CommandOptions, ConnectOptions, DEFAULT_COMMAND_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
+    ProcessInfo, ProcessSelector, PtySize, Signal,
+};
+use crate::output::CommandOutput;
+
+/// How long the health probe after a lost connection may take (E2B's 5 s).
+const HEALTH_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Run,
+    Start,
+    Streaming,
+}
+
+/// Runs and manages commands in one sandbox, over its envd connection. Cheap to clone.
+///
+/// ```no_run
+/// # async fn demo(conn: e2b_envd_client::EnvdConnection) -> Result<(), e2b_commands::CommandError> {
+/// use e2b_commands::{Commands, CommandOptions};
+/// let commands = Commands::new(conn);
+/// let out = commands.run("echo hello; exit 3", CommandOptions::new()).await?;
+/// assert_eq!(out.stdout, "hello\n");
+/// assert_eq!(out.exit_code, 3); // exit status is data
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Commands {
+    conn: EnvdConnection,
+    request_timeout: Duration,
+}
+
+impl Commands {
+    /// Commands over `conn`.
+    pub fn new(conn: EnvdConnection) -> Self {
+        Self {
+            conn,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        }
+    }
+
+    /// Sets the default request timeout of every call (zero = none). Command options can
+    /// override it per command.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// The connection.
+    pub fn connection(&self) -> &EnvdConnection {
+        &self.conn
+    }
+
+    /// Runs `cmd` and waits for it to end. A non-zero exit is data in the returned
+    /// [`CommandOutput`] (unless [`CommandOptions::check`] is set); output is retained.
+    /// The command timeout defaults to 60 s (E2B's); zero = none.
+    ///
+    /// A string runs as `/bin/bash -l -c <cmd>`; pass [`CommandLine::exec`] for no shell.
+    pub async fn run(
+        &self,
+        cmd: impl Into<CommandLine>,
+        opts: CommandOptions,
+    ) -> Result<CommandOutput, CommandError> {
+        let check = opts.check;
+        let handle = self.spawn(cmd.into(), opts, Mode::Run).await?;
+        let out = handle.wait().await?;
+        if check { out.check() } else { Ok(out) }
+    }
+
+    /// Starts `cmd` in the background and returns its handle, which retains output (E2B's
+    /// `background: true`). The command timeout defaults to 60 s, after which envd kills the
+    /// process; use [`CommandOptions::no_timeout`] for a long-lived process. Stdin is closed
+    /// unless [`CommandOptions::stdin`] opens it.
+    pub async fn start(
+        &self,
+        cmd: impl Into<CommandLine>,
+        opts: CommandOptions,
+    ) -> Result<CommandHandle, CommandError> {
+        self.spawn(cmd.into(), opts, Mode::Start).await
+    }
+
+    /// Starts a long-lived command whose output goes only to callbacks and the handle's event
+    /// stream: by default no output is retained, stdin is open and there is no command timeout.
+    /// With no callbacks the event stream ([`CommandHandle::take_events`]) sees every event
+    /// from the start. Output is never dropped: a slow consumer slows the process down.
+    pub async fn start_streaming(
+        &self,
+        cmd: impl Into<CommandLine>,
+        opts: CommandOptions,
+    ) -> Result<CommandHandle, CommandError> {
+        self.spawn(cmd.into(), opts, Mode::Streaming).await
+    }
+
+    async fn spawn(
+        &self,
+        cmd: CommandLine,
+        opts: CommandOptions,
+        mode: Mode,
+    ) -> Result<CommandHandle, CommandError> {
+        let version = self.conn.envd_version();
+        let default_stdin = mode == Mode::Streaming;
+        let stdin = match opts.stdin {
+            Some(false) => {
+                // Older envds always open stdin; asking for none must fail, not be ignored.
+                self.conn.require(Feature::Stdin)?;
+                Some(false)
+            }
+            Some(true) => Some(true),
+            None if version.supports(Feature::Stdin) => Some(default_stdin),
+            None => None,
+        };
+        let timeout = opts.timeout.unwrap_or(match mode {
+            Mode::Run | Mode::Start => DEFAULT_COMMAND_TIMEOUT,
+            Mode::Streaming => Duration::ZERO,
+        });
+        let retain = opts.retain_output.unwrap_or(mode != Mode::Streaming);
+        let has_callbacks = opts.on_stdout.is_some() || opts.on_stderr.is_some();
+        let events_from_start = opts.events.unwrap_or(!retain && !has_callbacks);
+
+        let (program, args) = cmd.to_process();
+        let request = StartRequest {
+            process: Some(ProcessConfig {
+                cmd: program,
+                args,
+                envs: opts.envs.clone(),
+                cwd: opts.cwd.clone(),
+            }),
+            pty: opts.pty.map(|s| Pty {
+                size: Some(pty::Size {
+                    cols: s.cols,
+                    rows: s.rows,
+                }),
+            }),
+            tag: opts.tag.clone(),
+            stdin,
+        };
+        let mut call = CallOptions::streaming().deadline(timeout);
+        call.keepalive = Some(opts.keepalive.unwrap_or(DEFAULT_KEEPALIVE_INTERVAL));
+        call.user = opts.user.clone();
+        let req = self.conn.request(request, &call)?;
+        let request_timeout = opts.request_timeout.unwrap_or(self.request_timeout);
+        let mut client = self.conn.process();
+        let (pid, events) = self
+            .open(
+                request_timeout,
+                Box::pin(async move {
+                    let resp = client.start(req).await?;
+                    Ok(resp
+                        .into_inner()
+                        .map(|r| r.map(|m| m.event.and_then(|e| e.event)))
+                        .boxed())
+                }),
+            )
+            .await?;
+        Ok(CommandHandle::spawn(
+            self.clone(),
+            Attach {
+                pid,
+                is_pty: opts.pty.is_some(),
+                retain,
+                on_stdout: opts.on_stdout,
+                on_stderr: opts.on_stderr,
+                events_from_start,
+                follow_until: None,
+            },
+            events,
+        ))
+    }
+
+    /// Opens a Start/Connect stream and reads its start event, all within the request timeout.
+    async fn open(
+        &self,
+        request_timeout: Duration,
+        open: BoxFuture<'static, Result<ProcessEvents, tonic::Status>>,
+    ) -> Result<(u32, ProcessEvents), CommandError> {
+        let fut = async {
+            let mut events = open.await.map_err(CommandError::from)?;
+            loop {
+                match events.next().await {
+                    Some(Ok(Some(Event::Start(s)))) => return Ok((s.pid, events)),
+                    Some(Ok(Some(Event::Keepalive(_)) | None)) => continue,
+                    Some(Ok(Some(_))) => {
+                        return Err(CommandError::protocol(
+                            "expected the start event first on the process stream",
+                        ));
+                    }
+                    Some(Err(status)) => return Err(CommandError::from(status)),
+                    None => {
+                        return Err(CommandError::protocol(
+                            "the process stream ended before the start event",
+                        ));
+                    }
+                }
+            }
+        };
+        let res = self.with_timeout(request_timeout, fut).await;
+        match res {
+            Err(CommandError::Transport { .. }) if self.sandbox_gone().await => {
+                Err(CommandError::SandboxUnavailable {
+                    message: "envd is not answering; the sandbox is not running".to_owned(),
+                })
+            }
+            other => other,
+        }
+    }
+
+    async fn with_timeout<T>(
+        &self,
+        timeout: Duration,
+        fut: impl Future<Output = Result<T, CommandError>>,
+    ) -> Result<T, CommandError> {
+        if timeout.is_zero() {
+            return fut.await;
+        }
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(CommandError::RequestTimeout {
+                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            }),
+        }
+    }
+
+    async fn unary<T>(
+        &self,
+        fut: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, CommandError> {
+        let res = self
+            .with_timeout(self.request_timeout, async {
+                fut.await
+                    .map(tonic::Response::into_inner)
+                    .map_err(CommandError::from)
+            })
+            .await;
+        match res {
+            Err(CommandError::Transport { .. }) if self.sandbox_gone().await => {
+                Err(CommandError::SandboxUnavailable {
+                    message: "envd is not answering; the sandbox is not running".to_owned(),
+                })
+            }
+            other => other,
+        }
+    }
+
+    /// Reattaches to a running process by pid or tag. Output produced while nobody was attached
+    /// is not replayed (envd keeps none). Unknown → [`CommandError::NotFound`].
+    pub async fn connect(
+        &self,
+        selector: impl Into<ProcessSelector>,
+        opts: ConnectOptions,
+    ) -> Result<CommandHandle, CommandError> {
+        let selector = selector.into();
+        let mut call = CallOptions::streaming().without_user();
+        call.keepalive = Some(opts.keepalive.unwrap_or(DEFAULT_KEEPALIVE_INTERVAL));
+        let req = self.conn.request(
+            ConnectRequest {
+                process: Some(selector.to_proto()),
+            },
+            &call,
+        )?;
+        let mut client = self.conn.process();
+        let request_timeout = opts.request_timeout.unwrap_or(self.request_timeout);
+        let (pid, events) = self
+            .open(
+                request_timeout,
+                Box::pin(async move {
+                    let resp = client.connect(req).await?;
+                    Ok(resp
+                        .into_inner()
+                        .map(|r| r.map(|m| m.event.and_then(|e| e.event)))
+                        .boxed())
+                }),
+            )
+            .await?;
+        let retain = opts.retain_output.unwrap_or(true);
+        let has_callbacks = opts.on_stdout.is_some() || opts.on_stderr.is_some();
+        // envd does not say whether a process has a terminal; use `send_pty_input` for one.
+        let is_pty = false;
+        Ok(CommandHandle::spawn(
+            self.clone(),
+            Attach {
+                pid,
+                is_pty,
+                retain,
+                on_stdout: opts.on_stdout,
+                on_stderr: opts.on_stderr,
+                events_from_start: opts.events.unwrap_or(!retain && !has_callbacks),
+                follow_until: opts
+                    .timeout
+                    .filter(|t| !t.is_zero())
+                    .map(|t| (Instant::now() + t, t)),
+            },
+            events,
+        ))
+    }
+
+    /// The running processes.
+    pub async fn list(&self) -> Result<Vec<ProcessInfo>, CommandError> {
+        let req = self
+            .conn
+            .request(ListRequest {}, &CallOptions::default().without_user())?;
+        let mut client = self.conn.process();
+        let resp = self.unary(client.list(req)).await?;
+        Ok(resp
+            .processes
+            .into_iter()
+            .map(|p| {
+                let config = p.config.unwrap_or_default();
+                ProcessInfo {
+                    pid: p.pid,
+                    tag: p.tag,
+                    cmd: config.cmd,
+                    args: config.args,
+                    envs: config.envs,
+                    cwd: config.cwd,
+                }
+            })
+            .collect())
+    }
+
+    /// Kills a process (SIGKILL; our daemon signals its whole process group). `Ok(false)` when
+    /// no such process exists.
+    pub async fn kill(&self, pid: u32) -> Result<bool, CommandError> {
+        self.signal(pid, Signal::Kill).await
+    }
+
+    /// Sends a signal to a process. `Ok(false)` when no such process exists.
+    pub async fn signal(&self, pid: u32, signal: Signal) -> Result<bool, CommandError> {
+        let req = self.conn.request(
+            SendSignalRequest {
+                process: Some(ProcessSelector::Pid(pid).to_proto()),
+                signal: signal.to_proto() as i32,
+            },
+            &CallOptions::default().without_user(),
+        )?;
+        let mut client = self.conn.process();
+        match self.unary(client.send_signal(req)).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes to a process's stdin. It must have been started with stdin open
+    /// ([`CommandOptions::stdin`]; `start_streaming` opens it by default).
+    pub async fn send_stdin(&self, pid: u32, data: impl Into<Bytes>) -> Result<(), CommandError> {
+        self.send_input(pid, process_input::Input::Stdin(data.into().to_vec()))
+            .await
+    }
+
+    /// Writes to a PTY process's terminal.
+    pub async fn send_pty_input(
+        &self,
+        pid: u32,
+        data: impl Into<Bytes>,
+    ) -> Result<(), CommandError> {
+        self.send_input(pid, process_input::Input::Pty(data.into().to_vec()))
+            .await
+    }
+
+    async fn send_input(&self, pid: u32, input: process_input::Input) -> Result<(), CommandError> {
+        let req = self.conn.request(
+            SendInputRequest {
+                process: Some(ProcessSelector::Pid(pid).to_proto()),
+                input: Some(ProcessInput { input: Some(input) }),
+            },
+            &CallOptions::default().without_user(),
+        )?;
+        let mut client = self.conn.process();
+        self.unary(client.send_input(req)).await.map(|_| ())
+    }
+
+    /// Closes a process's stdin (EOF). Needs envd 0.5.2 or newer: on an older envd this fails
+    /// with [`CommandError::UnsupportedFeature`] and nothing is sent.
+    pub async fn close_stdin(&self, pid: u32) -> Result<(), CommandError> {
+        self.conn.require(Feature::CloseStdin)?;
+        let req = self.conn.request(
+            CloseStdinRequest {
+                process: Some(ProcessSelector::Pid(pid).to_proto()),
+            },
+            &CallOptions::default().without_user(),
+        )?;
+        let mut client = self.conn.process();
+        self.unary(client.close_stdin(req)).await.map(|_| ())
+    }
+
+    /// Resizes a PTY process's terminal.
+    pub async fn resize_pty(&self, pid: u32, size: PtySize) -> Result<(), CommandError> {
+        let req = self.conn.request(
+            UpdateRequest {
+                process: Some(ProcessSelector::Pid(pid).to_proto()),
+                pty: Some(Pty {
+                    size: Some(pty::Size {
+                        cols: size.cols,
+                        rows: size.rows,
+                    }),
+                }),
+            },
+            &CallOptions::default().without_user(),
+        )?;
+        let mut client = self.conn.process();
+        self.unary(client.update(req)).await.map(|_| ())
+    }
+
+    /// Whether envd is clearly gone (E2B's health probe after a lost connection): `GET /health`
+    /// cannot connect or answers 502.
+    pub(crate) async fn sandbox_gone(&self) -> bool {
+        let url = format!("{}/health", self.conn.url());
+        match tokio::time::timeout(HEALTH_PROBE_TIMEOUT, self.conn.http().get(url).send()).await {
+            Ok(Ok(resp)) => resp.status().as_u16() == 502,
+            Ok(Err(e)) => e.is_connect(),
+            Err(_) => false,
+        }
+    }
+}

@@ -1,0 +1,141 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `run`: output, exit status as data, special characters, multiline, cwd, envs, check().
+
+mod common;
+
+use e2b_commands::{CommandError, CommandLine, CommandOptions};
+
+#[tokio::test]
+async fn run_echo_on_both_transports() {
+    for t in common::TRANSPORTS {
+        let env = common::env_with(t).await;
+        let out = env
+            .commands
+            .run("echo hello; echo oops >&2", CommandOptions::new())
+            .await
+            .unwrap();
+        assert_eq!(out.stdout, "hello\n", "{t:?}");
+        assert_eq!(out.stderr, "oops\n", "{t:?}");
+        assert_eq!(out.exit_code, 0);
+        assert!(out.success());
+        assert_eq!(&out.stdout_bytes[..], b"hello\n");
+    }
+}
+
+#[tokio::test]
+async fn non_zero_exit_is_data_and_check_makes_it_an_error() {
+    let env = common::env().await;
+    let out = env
+        .commands
+        .run("echo out; echo err >&2; exit 3", CommandOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, 3);
+    assert!(!out.success());
+    assert_eq!(out.error.as_deref(), Some("exit status 3"));
+    match out.check() {
+        Err(CommandError::Exit(e)) => {
+            assert_eq!(e.exit_code, 3);
+            assert_eq!(e.stdout, "out\n");
+            assert_eq!(e.stderr, "err\n");
+        }
+        other => panic!("expected Exit, got {other:?}"),
+    }
+    let err = env
+        .commands
+        .run("exit 4", CommandOptions::new().check(true))
+        .await
+        .unwrap_err();
+    assert_eq!(err.exit_code(), Some(4));
+}
+
+#[tokio::test]
+async fn special_characters_and_multiline() {
+    let env = common::env().await;
+    let special = r#"!@#$%^&*()_+-=[]{}|;':",./<>?`~ äöü €𝄞"#;
+    let out = env
+        .commands
+        .run(
+            format!("printf '%s' {}", shell_quote(special)),
+            CommandOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, special);
+    let out = env
+        .commands
+        .run(
+            "echo line1\necho line2\n\necho line3",
+            CommandOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "line1\nline2\nline3\n");
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+#[tokio::test]
+async fn cwd_envs_and_exec_without_shell() {
+    let env = common::env().await;
+    let dir = env.envd.workdir().join("sub dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = env
+        .commands
+        .run(
+            "pwd; echo \"$FOO-$BAR\"",
+            CommandOptions::new()
+                .cwd(dir.to_str().unwrap())
+                .env("FOO", "foo")
+                .envs([("BAR", "bar")]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, format!("{}\nfoo-bar\n", dir.display()));
+
+    // The default workdir is the daemon's.
+    let out = env
+        .commands
+        .run("pwd", CommandOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.trim_end(), env.envd.workdir().to_str().unwrap());
+
+    // No shell: the argument reaches the program verbatim.
+    let out = env
+        .commands
+        .run(
+            CommandLine::exec("printf", ["%s|%s", "$HOME", "a b"]),
+            CommandOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "$HOME|a b");
+}
+
+#[tokio::test]
+async fn missing_cwd_is_invalid_argument() {
+    let env = common::env().await;
+    let err = env
+        .commands
+        .run("true", CommandOptions::new().cwd("/definitely/not/here"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, CommandError::InvalidArgument { .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn run_futures_are_send() {
+    let env = common::env().await;
+    let c = env.commands.clone();
+    let out = tokio::spawn(async move { c.run("echo spawned", CommandOptions::new()).await })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.stdout, "spawned\n");
+}
