@@ -1,0 +1,154 @@
+//! The `Sandbox` facade.
+
+use e2b_commands::Commands;
+use e2b_envd_client::{EnvdConnection, EnvdEndpoint};
+use e2b_envd_version::EnvdVersion;
+
+use crate::control::{ControlPlane, CreateOptions};
+use crate::error::SandboxError;
+
+/// One sandbox: an envd and the clients that talk to it.
+///
+/// Dropping a sandbox from [`Sandbox::local`] stops its daemon and kills every process it
+/// started; dropping a connected sandbox only closes the connection.
+#[derive(Debug)]
+pub struct Sandbox {
+    id: String,
+    conn: EnvdConnection,
+    commands: Commands,
+    #[cfg(feature = "local")]
+    local: Option<crate::local::LocalDaemon>,
+    // files: e2b_filesystem::Filesystem — the `files()` client goes here once `e2b-filesystem`
+    // exists (built from `conn` like `commands`).
+}
+
+impl Sandbox {
+    /// Starts the embedded envd on `127.0.0.1:<free port>` with a random access token and a
+    /// fresh temporary directory as the default working directory, and connects to it.
+    #[cfg(feature = "local")]
+    pub async fn local() -> Result<Sandbox, SandboxError> {
+        Self::local_with(e2b_envd::EnvdConfig::ephemeral()).await
+    }
+
+    /// Like [`local`](Self::local) with your daemon configuration. A config without an access
+    /// token gets a random one; without a default workdir, a temporary directory.
+    #[cfg(feature = "local")]
+    pub async fn local_with(config: e2b_envd::EnvdConfig) -> Result<Sandbox, SandboxError> {
+        let daemon = crate::local::LocalDaemon::start(config).await?;
+        let mut endpoint = EnvdEndpoint::new(daemon.url());
+        if let Some(t) = daemon.access_token() {
+            endpoint = endpoint.access_token(t);
+        }
+        if let Some(v) = daemon.envd_version()
+            && let Ok(v) = v.parse::<EnvdVersion>()
+        {
+            endpoint = endpoint.envd_version(v);
+        }
+        let id = format!("local-{}", daemon.port());
+        let conn = EnvdConnection::new(endpoint)?;
+        Ok(Sandbox {
+            id,
+            commands: Commands::new(conn.clone()),
+            conn,
+            local: Some(daemon),
+        })
+    }
+
+    /// Connects to any envd: our daemon elsewhere, or a real E2B sandbox (use
+    /// [`Transport::GrpcWeb`](crate::Transport::GrpcWeb), the default for `https://` URLs).
+    /// Nothing is dialled until the first call.
+    pub async fn connect(endpoint: EnvdEndpoint) -> Result<Sandbox, SandboxError> {
+        let id = endpoint
+            .sandbox_id
+            .clone()
+            .unwrap_or_else(|| endpoint.url.clone());
+        let conn = EnvdConnection::new(endpoint)?;
+        Ok(Sandbox {
+            id,
+            commands: Commands::new(conn.clone()),
+            conn,
+            #[cfg(feature = "local")]
+            local: None,
+        })
+    }
+
+    /// Connects to the envd described by the environment: `E2B_SANDBOX_URL`, `E2B_ACCESS_TOKEN`,
+    /// `E2B_SANDBOX_ID`, `E2B_ENVD_VERSION`, `E2B_DEBUG`, `E2B_ENVD_TRANSPORT`, `E2B_USER` (see
+    /// the crate README).
+    pub async fn from_env() -> Result<Sandbox, SandboxError> {
+        Self::connect(Self::endpoint_from_env()?).await
+    }
+
+    /// The endpoint [`from_env`](Self::from_env) would connect to.
+    pub fn endpoint_from_env() -> Result<EnvdEndpoint, SandboxError> {
+        crate::env::endpoint_from(|k| std::env::var(k).ok())
+    }
+
+    /// Creates a sandbox through a control plane and connects to it.
+    pub async fn create(
+        control_plane: &dyn ControlPlane,
+        template: &str,
+        opts: CreateOptions,
+    ) -> Result<Sandbox, SandboxError> {
+        let endpoint = control_plane.create(template, opts).await?;
+        Self::connect(endpoint).await
+    }
+
+    /// The sandbox id (`local-<port>` for a local sandbox; the URL when none is known).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The envd version the sandbox runs (features are gated on it).
+    pub fn envd_version(&self) -> &EnvdVersion {
+        self.conn.envd_version()
+    }
+
+    /// envd's base URL.
+    pub fn url(&self) -> &str {
+        self.conn.url()
+    }
+
+    /// The connection, for clients this facade does not wrap.
+    pub fn connection(&self) -> &EnvdConnection {
+        &self.conn
+    }
+
+    /// Run and manage commands.
+    pub fn commands(&self) -> &Commands {
+        &self.commands
+    }
+
+    /// The local sandbox's default working directory (a temporary directory), if it made one.
+    #[cfg(feature = "local")]
+    pub fn workdir(&self) -> Option<&std::path::Path> {
+        self.local.as_ref().and_then(|l| l.workdir())
+    }
+
+    /// Whether this sandbox runs the embedded daemon.
+    pub fn is_local(&self) -> bool {
+        #[cfg(feature = "local")]
+        {
+            self.local.is_some()
+        }
+        #[cfg(not(feature = "local"))]
+        {
+            false
+        }
+    }
+
+    /// Stops the sandbox. For a local sandbox: kills every process (SIGKILL to each process
+    /// group), waits until they are reaped, stops the daemon and removes the temporary workdir.
+    /// For a connected sandbox this only drops the connection (stopping a cloud sandbox goes
+    /// through its control plane).
+    pub async fn kill(self) -> Result<(), SandboxError> {
+        #[cfg(feature = "local")]
+        {
+            let mut this = self;
+            if let Some(local) = this.local.take() {
+                local.shutdown().await;
+            }
+        }
+        Ok(())
+    }
+}
