@@ -7,10 +7,8 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), e2b_exec_server::ExecServerError> {
-//! let args = e2b_exec_server::ExecServerArgs {
-//!     http: Some("127.0.0.1:3005".into()),
-//!     ..Default::default()
-//! };
+//! let mut args = e2b_exec_server::ExecServerArgs::default();
+//! args.http = Some("127.0.0.1:3005".into());
 //! e2b_exec_server::run(args).await
 //! # }
 //! ```
@@ -18,9 +16,11 @@
 mod backend;
 mod compat;
 mod config;
+mod envd;
 mod error;
 mod exec;
 mod files;
+#[cfg(test)]
 mod host;
 mod http;
 mod output;
@@ -173,13 +173,12 @@ async fn shutdown_signal() {
 }
 
 async fn open_backend(args: &ExecServerArgs) -> Result<Arc<dyn SandboxBackend>, ExecServerError> {
-    if args.sandbox.is_some() {
-        return Err(ExecServerError::Sandbox(
-            "--sandbox URL needs the e2b client crates, which this build does not have yet".into(),
-        ));
+    let backend = match &args.sandbox {
+        Some(url) => envd::EnvdBackend::remote(url, args.access_token.as_deref()),
+        None => envd::EnvdBackend::local().await,
     }
-    let id = format!("sandbox-{}", std::process::id());
-    Ok(Arc::new(host::HostBackend::new(id)))
+    .map_err(|e| ExecServerError::Sandbox(e.message))?;
+    Ok(Arc::new(backend))
 }
 
 #[cfg(test)]
