@@ -287,7 +287,7 @@ impl Filesystem for FilesystemService {
         let user = self.user(&request)?;
         let r = request.into_inner();
         let spec = self.watch_spec(&user, &r.path, r.recursive, r.include_entry, r.allow_network_mounts).await?;
-        let watcher = PolledWatcher::start(spec, watch::WATCHER_BUFFER_EVENTS)?;
+        let watcher = PolledWatcher::start(spec, watch::watcher_buffer_events())?;
         let id = format!("w{}", random_id());
         self.watchers().insert(id.clone(), Arc::new(watcher));
         Ok(Response::new(CreateWatcherResponse { watcher_id: id }))

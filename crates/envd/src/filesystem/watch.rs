@@ -25,9 +25,20 @@ use super::entry::entry_info;
 /// Prefix of the temporary files `POST /files` writes before renaming them into place.
 pub(crate) const UPLOAD_TMP_PREFIX: &str = ".e2b-upload-";
 
-/// Most events a `CreateWatcher` watcher keeps between two `GetWatcherEvents` calls. envd keeps
-/// an unbounded buffer; we stop the watcher and report an error instead of growing.
-pub(crate) const WATCHER_BUFFER_EVENTS: usize = 16_384;
+/// Most events a `CreateWatcher` watcher keeps between two `GetWatcherEvents` calls, unless
+/// `E2B_ENVD_WATCHER_BUFFER_EVENTS` says otherwise. envd keeps an unbounded buffer; we stop the
+/// watcher and report an error instead of growing.
+pub(crate) const WATCHER_BUFFER_EVENTS: usize = 65_536;
+
+/// The polled-watcher buffer size: `E2B_ENVD_WATCHER_BUFFER_EVENTS`, else
+/// [`WATCHER_BUFFER_EVENTS`].
+pub(crate) fn watcher_buffer_events() -> usize {
+    std::env::var("E2B_ENVD_WATCHER_BUFFER_EVENTS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(WATCHER_BUFFER_EVENTS)
+}
 
 /// Capacity of the channel between the inotify reader and its consumer.
 const CHANNEL_CAPACITY: usize = 1024;
