@@ -252,6 +252,11 @@ impl From<EnvdError> for CommandError {
                 code: RpcCode::AlreadyExists,
                 message,
             },
+            // envd reports writing to a closed stdin as `internal`; it is a misuse the caller
+            // can fix, so say how.
+            EnvdError::Rpc { message, .. } if message.contains("stdin not enabled or closed") => {
+                Self::InvalidArgument { message }
+            }
             EnvdError::Rpc { code, message } => Self::Rpc { code, message },
             other => Self::Transport {
                 message: other.to_string(),
