@@ -1,0 +1,92 @@
+//! The binary over stdio, driven by rmcp's client, tools running in the embedded local envd.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use base64::Engine as _;
+use common::*;
+use serde_json::json;
+
+#[tokio::test]
+async fn exec_contract_over_stdio() {
+    let c = stdio_client(&[], &[("SANDBOX_ID", "rust-stdio")]).await;
+    let info = c.peer_info().unwrap();
+    assert_eq!(
+        info.meta.as_ref().unwrap().0["sandbox_id"],
+        json!("rust-stdio")
+    );
+
+    let r = call(
+        &c,
+        "exec_command",
+        json!({"cmd": "printf 'a\\000b'; printf e >&2; exit 42"}),
+    )
+    .await;
+    assert_eq!(text(&r), "a\0be");
+    assert_eq!(meta(&r, "exit_code"), json!(42));
+    assert_eq!(meta(&r, "sandbox_id"), json!("rust-stdio"));
+    assert_eq!(
+        r.structured_content.as_ref().unwrap()["exit_code"],
+        json!(42)
+    );
+
+    let r = call(&c, "exec_command", json!({"cmd": "true"})).await;
+    assert_eq!(text(&r), "");
+    let r = call(
+        &c,
+        "exec_command",
+        json!({"cmd": "sleep 10", "timeout": 0.5}),
+    )
+    .await;
+    assert_eq!(meta(&r, "exit_code"), json!(124));
+    assert_eq!(meta(&r, "timed_out"), json!(true));
+    let r = call(&c, "exec_command", json!({"cmd": "kill -TERM $$"})).await;
+    assert_eq!(meta(&r, "exit_code"), json!(143));
+    assert_eq!(meta(&r, "signal"), json!(15));
+    let r = call(&c, "execute", json!({"cmd": "nonexistent_cmd_e2b"})).await;
+    assert_eq!(meta(&r, "exit_code"), json!(127));
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn files_over_stdio() {
+    let c = stdio_client(&["--max-chunk-bytes", "1000"], &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x/y.bin").to_string_lossy().into_owned();
+    let data: Vec<u8> = (0..2500u32).map(|i| (i % 251) as u8).collect();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    for (i, chunk) in data.chunks(1000).enumerate() {
+        let mut a = json!({"path": p, "content_base64": b64.encode(chunk)});
+        if i > 0 {
+            a["offset"] = json!(i * 1000);
+        }
+        let r = call(&c, "upload_file", a).await;
+        assert_eq!(text(&r), format!("Written {} bytes to {p}", chunk.len()));
+    }
+    let mut got = Vec::new();
+    loop {
+        let r = call(&c, "download_file", json!({"path": p, "offset": got.len()})).await;
+        got.extend(b64.decode(text(&r)).unwrap());
+        if meta(&r, "eof") == json!(true) {
+            break;
+        }
+    }
+    assert_eq!(got, data);
+    let r = call(&c, "download_file", json!({"path": "relative"})).await;
+    assert_eq!(meta(&r, "error"), json!("invalid_path"));
+    let r = call(
+        &c,
+        "download_file",
+        json!({"path": dir.path().join("nope").to_string_lossy()}),
+    )
+    .await;
+    assert_eq!(meta(&r, "error"), json!("file_not_found"));
+    let r = call(
+        &c,
+        "download_file",
+        json!({"path": dir.path().to_string_lossy()}),
+    )
+    .await;
+    assert_eq!(meta(&r, "error"), json!("is_directory"));
+    c.cancel().await.unwrap();
+}
