@@ -1,7 +1,9 @@
 //! The `e2b` command: run the local envd, run commands in a sandbox, bridge ACP agents and serve
-//! MCP exec tools. The binary is `e2b`; this library holds its argument types so they can be
-//! embedded and tested.
+//! MCP exec tools. The binary is `e2b`; this library holds its argument types and subcommands so
+//! they can be embedded and tested.
 
 pub mod args;
+mod run;
 
-pub use args::{Cli, Command};
+pub use args::{AcpArgs, Cli, Command, RunArgs, SandboxArgs};
+pub use run::{CliError, TIMEOUT_EXIT_CODE, acp, open_sandbox, run};

@@ -15,13 +15,29 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    match cli.command {
-        Command::Envd(args) => match e2b_envd::run_cli(args).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("e2b envd: {e}");
-                ExitCode::FAILURE
-            }
-        },
+    let (name, result) = match cli.command {
+        Command::Envd(args) => (
+            "envd",
+            e2b_envd::run_cli(args)
+                .await
+                .map(|()| 0)
+                .map_err(|e| e.to_string()),
+        ),
+        Command::Run(args) => ("run", e2b_cli::run(args).await.map_err(|e| e.to_string())),
+        Command::Acp(args) => ("acp", e2b_cli::acp(args).await.map_err(|e| e.to_string())),
+        Command::ExecServer(args) => (
+            "exec-server",
+            e2b_exec_server::run(args)
+                .await
+                .map(|()| 0)
+                .map_err(|e| e.to_string()),
+        ),
+    };
+    match result {
+        Ok(code) => ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("e2b {name}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -1,0 +1,123 @@
+//! The subcommands that need a sandbox.
+
+use std::io::Write as _;
+
+use e2b::{EnvdEndpoint, Sandbox};
+use e2b_acp::{AcpOptions, run_bridge_in_sandbox};
+use e2b_commands::{CommandLine, CommandOptions, OutputCallback};
+
+use crate::args::{AcpArgs, RunArgs, SandboxArgs};
+
+/// What can stop a subcommand.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CliError {
+    /// The sandbox could not be started or reached.
+    #[error("sandbox: {0}")]
+    Sandbox(#[from] e2b::SandboxError),
+    /// The command could not run.
+    #[error("command: {0}")]
+    Command(#[from] e2b_commands::CommandError),
+    /// The ACP bridge failed.
+    #[error("acp: {0}")]
+    Acp(#[from] e2b_acp::AcpError),
+}
+
+/// Opens the sandbox the flags name: an envd at `--sandbox`, else the embedded local one.
+pub async fn open_sandbox(args: &SandboxArgs) -> Result<Sandbox, CliError> {
+    Ok(match &args.sandbox {
+        Some(url) => {
+            let mut endpoint = EnvdEndpoint::new(url.clone());
+            if let Some(token) = &args.access_token {
+                endpoint = endpoint.access_token(token.clone());
+            }
+            Sandbox::connect(endpoint).await?
+        }
+        None => Sandbox::local().await?,
+    })
+}
+
+fn command_line(argv: &[String]) -> CommandLine {
+    match argv {
+        [script] => CommandLine::shell(script.clone()),
+        [program, rest @ ..] => CommandLine::exec(program.clone(), rest.iter().cloned()),
+        [] => CommandLine::shell(String::new()),
+    }
+}
+
+/// The exit code of `e2b run` when the command timeout expired (as `timeout(1)`).
+pub const TIMEOUT_EXIT_CODE: i32 = 124;
+
+/// `e2b run`: runs the command, streams its output live, and returns the exit code to exit
+/// with (the command's, 128+N when signal N ended it, [`TIMEOUT_EXIT_CODE`] on timeout).
+pub async fn run(args: RunArgs) -> Result<i32, CliError> {
+    let sandbox = open_sandbox(&args.sandbox).await?;
+    let mut opts = CommandOptions::new()
+        .on_stdout(OutputCallback::bytes(|b: &[u8]| {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(b).and_then(|()| out.flush());
+        }))
+        .on_stderr(OutputCallback::bytes(|b: &[u8]| {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(b).and_then(|()| err.flush());
+        }))
+        .retain_output(false);
+    opts = match args.timeout() {
+        Some(t) => opts.timeout(t),
+        None => opts.no_timeout(),
+    };
+    if let Some(cwd) = &args.cwd {
+        opts = opts.cwd(cwd.clone());
+    }
+    if let Some(user) = &args.user {
+        opts = opts.user(user.clone());
+    }
+    for (k, v) in &args.envs {
+        opts = opts.env(k.clone(), v.clone());
+    }
+    let result = sandbox
+        .commands()
+        .run(command_line(&args.command), opts)
+        .await;
+    let code = match result {
+        Ok(out) => match out.signal {
+            Some(sig) => 128 + sig,
+            None => out.exit_code,
+        },
+        // The command timeout expired and the process group was killed: exit like timeout(1).
+        Err(e @ e2b_commands::CommandError::DeadlineExceeded { .. }) => {
+            eprintln!("e2b run: {e}");
+            TIMEOUT_EXIT_CODE
+        }
+        Err(e) => {
+            let _ = sandbox.kill().await;
+            return Err(e.into());
+        }
+    };
+    let _ = sandbox.kill().await;
+    Ok(code)
+}
+
+/// `e2b acp`: serves ACP on stdin/stdout with the agent running in the sandbox. Returns the
+/// exit code to exit with.
+pub async fn acp(args: AcpArgs) -> Result<i32, CliError> {
+    let sandbox = open_sandbox(&args.sandbox).await?;
+    let mut opts = AcpOptions::default();
+    opts.cwd = args.cwd.clone();
+    opts.envs = args.envs.iter().cloned().collect();
+    let exit = run_bridge_in_sandbox(
+        sandbox.commands(),
+        command_line(&args.command),
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        opts,
+    )
+    .await;
+    let _ = sandbox.kill().await;
+    let exit = exit?;
+    Ok(match (exit.code, exit.signal) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => 128 + sig,
+        (None, None) => 1,
+    })
+}
