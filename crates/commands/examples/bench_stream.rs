@@ -1,2 +1,233 @@
-//! Placeholder; the benchmark comes next.
-fn main() {}
+//! Streams N bytes of stdout through `start_streaming` and reports the client's peak RSS and
+//! throughput against the raw pipe `head -c N /dev/zero | cat > /dev/null`.
+//!
+//! ```text
+//! cargo run --release -p e2b-commands --example bench_stream            # 1 GiB and 4 GiB
+//! cargo run --release -p e2b-commands --example bench_stream -- 256M 1G # custom sizes
+//! ```
+//!
+//! The daemon runs in a child process (this binary with `serve`) and each measurement in a
+//! fresh client process (this binary with `client`), so each peak RSS (`VmHWM`) is that of one
+//! client alone.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use e2b_commands::{
+    CommandEvent, CommandOptions, Commands, EnvdConnection, EnvdEndpoint, OutputCallback,
+    Transport,
+};
+use futures::StreamExt as _;
+
+fn parse_size(s: &str) -> u64 {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().expect("a size like 512M or 4G") * mul
+}
+
+fn human(n: u64) -> String {
+    if n >= 1 << 30 && n % (1 << 30) == 0 {
+        format!("{} GiB", n >> 30)
+    } else {
+        format!("{} MiB", n >> 20)
+    }
+}
+
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("serve") => serve(),
+        Some("client") => client(&args[1..]),
+        _ => drive(&args),
+    }
+}
+
+fn serve() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let config = e2b_envd::EnvdConfig::ephemeral().with_access_token("bench-token");
+        let handle = e2b_envd::Envd::start(config).await.unwrap();
+        println!("{}", handle.url());
+        // Serve until the driver closes our stdin.
+        tokio::task::spawn_blocking(|| {
+            let mut sink = Vec::new();
+            let _ = std::io::stdin().read_to_end(&mut sink);
+        })
+        .await
+        .unwrap();
+        handle.shutdown().await;
+    });
+}
+
+/// `client <url> <bytes> <mode>` with mode `callback`, `events` or `retain`.
+fn client(args: &[String]) {
+    let url = args[0].clone();
+    let bytes = parse_size(&args[1]);
+    let mode = args[2].clone();
+    let transport = match args.get(3).map(String::as_str) {
+        Some("grpc-web") => Transport::GrpcWeb,
+        _ => Transport::Grpc,
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async move {
+        let conn = EnvdConnection::new(
+            EnvdEndpoint::new(url)
+                .access_token("bench-token")
+                .transport(transport),
+        )
+        .unwrap();
+        let commands = Commands::new(conn);
+        let cmd = format!("head -c {bytes} /dev/zero");
+        let seen = Arc::new(AtomicUsize::new(0));
+        let t0 = Instant::now();
+        let retained = match mode.as_str() {
+            "events" => {
+                let mut h = commands
+                    .start_streaming(cmd, CommandOptions::new())
+                    .await
+                    .unwrap();
+                let mut events = h.take_events().unwrap();
+                while let Some(ev) = events.next().await {
+                    if let CommandEvent::Stdout(b) = ev.unwrap() {
+                        seen.fetch_add(b.len(), Ordering::Relaxed);
+                    }
+                }
+                h.retained_len()
+            }
+            m => {
+                let s2 = seen.clone();
+                let h = commands
+                    .start_streaming(
+                        cmd,
+                        CommandOptions::new()
+                            .retain_output(m == "retain")
+                            .on_stdout(OutputCallback::bytes(move |b: &[u8]| {
+                                s2.fetch_add(b.len(), Ordering::Relaxed);
+                            })),
+                    )
+                    .await
+                    .unwrap();
+                let out = h.wait().await.unwrap();
+                assert_eq!(out.exit_code, 0);
+                h.retained_len()
+            }
+        };
+        let secs = t0.elapsed().as_secs_f64();
+        let n = seen.load(Ordering::Relaxed) as u64;
+        assert_eq!(n, bytes, "every byte arrived");
+        println!(
+            "{} {:.3} {} {}",
+            n,
+            secs,
+            peak_rss_kib(),
+            retained
+        );
+    });
+}
+
+fn raw_pipe(bytes: u64) -> f64 {
+    let t0 = Instant::now();
+    let st = Command::new("bash")
+        .arg("-c")
+        .arg(format!("head -c {bytes} /dev/zero | cat > /dev/null"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    t0.elapsed().as_secs_f64()
+}
+
+fn drive(args: &[String]) {
+    let sizes: Vec<u64> = if args.is_empty() {
+        vec![1 << 30, 4 << 30]
+    } else {
+        args.iter().map(|s| parse_size(s)).collect()
+    };
+    let exe = std::env::current_exe().unwrap();
+    let mut server = Command::new(&exe)
+        .arg("serve")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().to_owned();
+    eprintln!("envd (child process) at {url}");
+
+    let run = |bytes: u64, mode: &str, transport: &str| -> (f64, u64, u64) {
+        let out = Command::new(&exe)
+            .args(["client", &url, &bytes.to_string(), mode, transport])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "client failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        let f: Vec<&str> = text.split_whitespace().collect();
+        (
+            f[1].parse().unwrap(),
+            f[2].parse().unwrap(),
+            f[3].parse().unwrap(),
+        )
+    };
+
+    println!(
+        "| bytes | client | transport | time (s) | MiB/s | raw pipe MiB/s | ratio | client peak RSS (MiB) | retained (MiB) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let mut configs: Vec<(u64, &str, &str)> = Vec::new();
+    for &s in &sizes {
+        configs.push((s, "callback", "grpc"));
+        configs.push((s, "events", "grpc"));
+    }
+    let smallest = sizes.iter().copied().min().unwrap_or(1 << 30);
+    configs.push((smallest, "callback", "grpc-web"));
+    configs.push((smallest, "retain", "grpc"));
+    for (bytes, mode, transport) in configs {
+        let raw = raw_pipe(bytes);
+        let (secs, rss_kib, retained) = run(bytes, mode, transport);
+        let mib = bytes as f64 / (1 << 20) as f64;
+        let label = match mode {
+            "callback" => "retain_output(false), bytes callback",
+            "events" => "retain_output(false), event stream",
+            _ => "retain_output(true), bytes callback",
+        };
+        println!(
+            "| {} | {} | {} | {:.2} | {:.0} | {:.0} | {:.2} | {:.1} | {:.0} |",
+            human(bytes),
+            label,
+            transport,
+            secs,
+            mib / secs,
+            mib / raw,
+            raw / secs,
+            rss_kib as f64 / 1024.0,
+            retained as f64 / (1 << 20) as f64,
+        );
+    }
+    drop(server.stdin.take());
+    let _ = server.wait();
+}
