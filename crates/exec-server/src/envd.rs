@@ -4,7 +4,7 @@
 //! memory stays bounded by one chunk and the bytes are exact.
 
 use bytes::Bytes;
-use e2b_commands::{CommandEvent, CommandLine, CommandOptions, Commands};
+use e2b_commands::{CommandEvent, CommandLine, CommandOptions};
 use e2b_envd_version::Feature;
 use futures::StreamExt;
 
@@ -73,54 +73,39 @@ esac
 stat -c %s -- "$p"
 "#;
 
-/// The backend: a `Commands` client on one envd.
+/// The backend: one `e2b::Sandbox` (its `Commands` client).
 pub(crate) struct EnvdBackend {
-    commands: Commands,
-    id: String,
-    /// The embedded daemon, when the server runs its own local sandbox (stopped on drop).
-    _daemon: Option<e2b_envd::EnvdHandle>,
+    sandbox: e2b::Sandbox,
 }
 
 impl EnvdBackend {
+    /// A backend on `sandbox` (kept alive, and for a local one its daemon, as long as the server).
+    pub(crate) fn new(sandbox: e2b::Sandbox) -> Self {
+        Self { sandbox }
+    }
+
     /// A backend on the envd at `url`.
-    pub(crate) fn remote(url: &str, token: Option<&str>) -> Result<Self, BackendError> {
+    pub(crate) async fn remote(url: &str, token: Option<&str>) -> Result<Self, BackendError> {
         let mut ep = e2b_commands::EnvdEndpoint::new(url);
         if let Some(t) = token {
             ep = ep.access_token(t);
         }
-        let conn = e2b_commands::EnvdConnection::new(ep)
+        let sandbox = e2b::Sandbox::connect(ep)
+            .await
             .map_err(|e| BackendError::new(format!("envd at {url}: {e}")))?;
-        let id = conn
-            .sandbox_id()
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("envd-{}", short_id()));
-        Ok(Self {
-            commands: Commands::new(conn),
-            id,
-            _daemon: None,
-        })
+        Ok(Self::new(sandbox))
     }
 
-    /// A backend on a new embedded local envd (loopback, ephemeral port, random token).
+    /// A backend on a new embedded local sandbox (`Sandbox::local()`).
     pub(crate) async fn local() -> Result<Self, BackendError> {
-        let token = uuid::Uuid::new_v4().simple().to_string();
-        let mut config = e2b_envd::EnvdConfig::ephemeral();
-        config.access_token = Some(token.clone());
-        let daemon = e2b_envd::Envd::start(config)
-            .await
-            .map_err(|e| BackendError::new(format!("starting the embedded envd failed: {e}")))?;
-        let ep = e2b_commands::EnvdEndpoint::new(daemon.url()).access_token(token);
-        let conn = e2b_commands::EnvdConnection::new(ep)
-            .map_err(|e| BackendError::new(format!("embedded envd: {e}")))?;
-        Ok(Self {
-            commands: Commands::new(conn),
-            id: format!("local-{}", short_id()),
-            _daemon: Some(daemon),
-        })
+        let sandbox = e2b::Sandbox::local().await.map_err(|e| {
+            BackendError::new(format!("starting the embedded local sandbox failed: {e}"))
+        })?;
+        Ok(Self::new(sandbox))
     }
 
     fn supports(&self, f: Feature) -> bool {
-        self.commands.connection().envd_version().supports(f)
+        self.sandbox.envd_version().supports(f)
     }
 
     /// Runs a file script with `args`, feeding `stdin`, and returns (exit code, stdout, stderr).
@@ -178,8 +163,9 @@ impl EnvdBackend {
         };
         let (fed, res) = tokio::join!(feed, collect);
         let res = res?;
-        // A stdin failure only matters if the script did not finish cleanly.
-        if res.0 != 0 {
+        // A script that failed has said why (its exit code); a script that succeeded while its
+        // stdin could not be fed may have written partial data, so that is an error.
+        if res.0 == 0 {
             fed?;
         }
         Ok(res)
@@ -210,7 +196,8 @@ impl EnvdBackend {
             None => opts.no_timeout(),
         };
         let mut handle = self
-            .commands
+            .sandbox
+            .commands()
             .start_streaming(cmd, opts)
             .await
             .map_err(|e| BackendError::new(e.to_string()))?;
@@ -219,10 +206,6 @@ impl EnvdBackend {
             .ok_or_else(|| BackendError::new("the command's event stream was not available"))?;
         Ok((handle, events))
     }
-}
-
-fn short_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
 }
 
 async fn send_all(handle: &e2b_commands::CommandHandle, data: Bytes) -> Result<(), BackendError> {
@@ -261,7 +244,7 @@ fn classify(path: &str, code: i32, stderr: &str) -> FileError {
 }
 
 struct HandleKiller {
-    handle: e2b_commands::CommandHandle,
+    handle: std::sync::Arc<e2b_commands::CommandHandle>,
 }
 
 #[async_trait::async_trait]
@@ -278,7 +261,7 @@ impl Killer for HandleKiller {
 #[async_trait::async_trait]
 impl SandboxBackend for EnvdBackend {
     fn sandbox_id(&self) -> String {
-        self.id.clone()
+        self.sandbox.id().to_owned()
     }
 
     async fn spawn(&self, spec: RunSpec) -> Result<Spawned, BackendError> {
@@ -292,12 +275,19 @@ impl SandboxBackend for EnvdBackend {
                 spec.hard_timeout,
             )
             .await?;
+        let handle = std::sync::Arc::new(handle);
         if let Some(data) = spec.stdin {
-            send_all(&handle, data).await?;
-            handle
-                .close_stdin()
-                .await
-                .map_err(|e| BackendError::new(format!("closing stdin failed: {e}")))?;
+            // Fed in the background: a program that exits without reading all of its input is
+            // not an error, and output must flow while the input is written.
+            let h = handle.clone();
+            tokio::spawn(async move {
+                if let Err(e) = send_all(&h, data).await {
+                    tracing::debug!(error = %e, "stdin not fully delivered (the program may have exited)");
+                }
+                if let Err(e) = h.close_stdin().await {
+                    tracing::debug!(error = %e, "closing stdin failed (the program may have exited)");
+                }
+            });
         }
         let events = events
             .filter_map(|ev| async move {

@@ -63,6 +63,19 @@ impl ExecServerHandle {
         Ok(Self::with_backend(args, backend))
     }
 
+    /// Prepares the server on a sandbox you opened yourself (`e2b::Sandbox::local()`,
+    /// `Sandbox::connect(..)`, ...). `args.sandbox` / `args.access_token` are ignored.
+    pub fn with_sandbox(
+        args: ExecServerArgs,
+        sandbox: e2b::Sandbox,
+    ) -> Result<Self, ExecServerError> {
+        args.validate()?;
+        Ok(Self::with_backend(
+            args,
+            Arc::new(envd::EnvdBackend::new(sandbox)),
+        ))
+    }
+
     fn with_backend(args: ExecServerArgs, backend: Arc<dyn SandboxBackend>) -> Self {
         let sandbox_id = args
             .sandbox_id
@@ -174,7 +187,7 @@ async fn shutdown_signal() {
 
 async fn open_backend(args: &ExecServerArgs) -> Result<Arc<dyn SandboxBackend>, ExecServerError> {
     let backend = match &args.sandbox {
-        Some(url) => envd::EnvdBackend::remote(url, args.access_token.as_deref()),
+        Some(url) => envd::EnvdBackend::remote(url, args.access_token.as_deref()).await,
         None => envd::EnvdBackend::local().await,
     }
     .map_err(|e| ExecServerError::Sandbox(e.message))?;

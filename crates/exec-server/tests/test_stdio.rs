@@ -19,7 +19,7 @@ async fn exec_contract_over_stdio() {
     let r = call(
         &c,
         "exec_command",
-        json!({"cmd": "printf 'a\\000b'; printf e >&2; exit 42"}),
+        json!({"cmd": "printf 'a\\000b'; sleep 0.1; printf e >&2; exit 42"}),
     )
     .await;
     assert_eq!(text(&r), "a\0be");
@@ -45,6 +45,24 @@ async fn exec_contract_over_stdio() {
     assert_eq!(meta(&r, "signal"), json!(15));
     let r = call(&c, "execute", json!({"cmd": "nonexistent_cmd_e2b"})).await;
     assert_eq!(meta(&r, "exit_code"), json!(127));
+    let r = call(
+        &c,
+        "exec_command",
+        json!({"cmd": "head -c 3", "stdin": "x".repeat(1 << 20)}),
+    )
+    .await;
+    assert_eq!(
+        (text(&r), meta(&r, "exit_code")),
+        ("xxx".to_owned(), json!(0))
+    );
+    let r = call(
+        &c,
+        "exec_command",
+        json!({"cmd": "true", "stdin": "unread"}),
+    )
+    .await;
+    assert_eq!(meta(&r, "exit_code"), json!(0));
+    assert_ne!(r.is_error, Some(true));
     c.cancel().await.unwrap();
 }
 

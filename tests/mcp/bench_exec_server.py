@@ -1,0 +1,147 @@
+"""Benchmark of e2b-exec-server (figures go to docs/benchmarks-exec-server.md).
+
+    E2B_EXEC_SERVER_BIN=target/release/e2b-exec-server /tmp/mcp-venv/bin/python tests/mcp/bench_exec_server.py
+
+1. `exec_command {cmd: "true"}` over stdio, round trip (median of N), vs spawning `sh -c true`
+   locally (median of N) -> ratio.
+2. upload and download of 100 MiB through upload_file / download_file (4 MiB chunks) over stdio
+   and over HTTP (session mode): MB/s, and the server's peak RSS (VmHWM; the embedded envd runs
+   inside the server process, so this is the whole sandbox too).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import httpx2
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = os.environ.get("E2B_EXEC_SERVER_BIN") or str(REPO / "target" / "release" / "e2b-exec-server")
+MiB = 1024 * 1024
+N = int(os.environ.get("BENCH_N", "200"))
+SIZE = int(os.environ.get("BENCH_MIB", "100")) * MiB
+CHUNK = 4 * MiB
+
+
+def vm_hwm_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return -1
+
+
+def find_child_server(marker: str) -> int:
+    me = os.getpid()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode()
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if BIN in cmd and marker in cmd and ppid == me:
+            return int(d)
+    raise RuntimeError("server process not found")
+
+
+def local_spawn_median() -> float:
+    ts = []
+    for _ in range(N):
+        t = time.perf_counter()
+        subprocess.run(["sh", "-c", "true"], check=True)
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+async def transfer(s: ClientSession, pid: int, label: str) -> dict:
+    data = os.urandom(SIZE)
+    path = f"/tmp/e2b-bench-{os.getpid()}-{label}.bin"
+    t = time.perf_counter()
+    for off in range(0, SIZE, CHUNK):
+        args = {"path": path, "content_base64": base64.b64encode(data[off : off + CHUNK]).decode()}
+        if off:
+            args["offset"] = off
+        r = await s.call_tool("upload_file", args)
+        assert not r.is_error, r.content[0].text
+    up = time.perf_counter() - t
+    t = time.perf_counter()
+    got = bytearray()
+    while True:
+        r = await s.call_tool("download_file", {"path": path, "offset": len(got), "length": CHUNK})
+        assert not r.is_error, r.content[0].text
+        got += base64.b64decode(r.content[0].text)
+        if (r.meta or {}).get("eof"):
+            break
+    down = time.perf_counter() - t
+    assert hashlib.sha256(got).digest() == hashlib.sha256(data).digest()
+    await s.call_tool("exec_command", {"cmd": f"rm -f {path}"})
+    return {
+        "upload_MBps": SIZE / MiB / up,
+        "download_MBps": SIZE / MiB / down,
+        "rss_peak_MiB": vm_hwm_kib(pid) / 1024,
+    }
+
+
+async def main() -> None:
+    print(f"binary: {BIN}")
+    local = local_spawn_median()
+    params = StdioServerParameters(command=BIN, args=["--stdio"], env={"RUST_LOG": "warn"})
+    async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
+        await s.initialize()
+        pid = find_child_server("--stdio")
+        for _ in range(20):
+            await s.call_tool("exec_command", {"cmd": "true"})
+        ts = []
+        for _ in range(N):
+            t = time.perf_counter()
+            res = await s.call_tool("exec_command", {"cmd": "true"})
+            ts.append(time.perf_counter() - t)
+            assert res.meta["exit_code"] == 0
+        rt = statistics.median(ts)
+        print(f"exec_command true over stdio: median {rt * 1000:.2f} ms, p90 {sorted(ts)[int(N * 0.9)] * 1000:.2f} ms (N={N})")
+        print(f"local sh -c true spawn:       median {local * 1000:.2f} ms")
+        print(f"ratio: {rt / local:.1f}x")
+        idle = vm_hwm_kib(pid) / 1024
+        print(f"server peak RSS before transfers: {idle:.1f} MiB")
+        res = await transfer(s, pid, "stdio")
+        print(f"stdio {SIZE // MiB} MiB: upload {res['upload_MBps']:.1f} MiB/s, download {res['download_MBps']:.1f} MiB/s, server peak RSS {res['rss_peak_MiB']:.1f} MiB")
+
+    port = 39000 + os.getpid() % 1000
+    proc = subprocess.Popen([BIN, "--http", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            try:
+                if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except Exception:
+                time.sleep(0.05)
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=None)) as http, streamable_http_client(
+            f"http://127.0.0.1:{port}/mcp", http_client=http, max_sse_event_size=None
+        ) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            res = await transfer(s, proc.pid, "http")
+            print(f"http  {SIZE // MiB} MiB: upload {res['upload_MBps']:.1f} MiB/s, download {res['download_MBps']:.1f} MiB/s, server peak RSS {res['rss_peak_MiB']:.1f} MiB")
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+if __name__ == "__main__":
+    if not os.path.isfile(BIN):
+        sys.exit(f"missing: {BIN}; build it with `cargo build --release -p e2b-exec-server` or set E2B_EXEC_SERVER_BIN")
+    anyio.run(main)
