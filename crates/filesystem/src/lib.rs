@@ -35,7 +35,6 @@ use e2b_envd_client::{CallOptions, EnvdConnection, Feature};
 use e2b_envd_proto::filesystem as pb;
 use futures::{StreamExt as _, TryStreamExt as _};
 use sha2::Digest as _;
-use tokio::io::AsyncWriteExt as _;
 
 pub use error::{FilesystemError, Result};
 pub use types::{
@@ -169,19 +168,43 @@ impl Filesystem {
         String::from_utf8(b.to_vec()).map_err(|e| FilesystemError::Protocol(format!("'{path}' is not UTF-8 text: {e}")))
     }
 
-    /// Downloads a file straight into a local file, streaming. Returns the bytes written.
+    /// Downloads a file straight into a local file, streaming (written on a blocking thread
+    /// through a bounded channel). Returns the bytes written.
     pub async fn read_to_file(&self, path: &str, local: impl AsRef<Path>) -> Result<u64> {
+        use std::io::Write as _;
         let mut stream = self.read_stream(path).await?;
-        let file = tokio::fs::File::create(local.as_ref()).await?;
-        let mut w = tokio::io::BufWriter::with_capacity(CHUNK * 4, file);
-        let mut total = 0u64;
+        let file = std::fs::File::create(local.as_ref())?;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(8);
+        let writer = tokio::task::spawn_blocking(move || -> std::io::Result<u64> {
+            let mut w = std::io::BufWriter::with_capacity(CHUNK * 4, file);
+            let mut total = 0u64;
+            while let Some(chunk) = rx.blocking_recv() {
+                w.write_all(&chunk)?;
+                total += chunk.len() as u64;
+            }
+            w.flush()?;
+            Ok(total)
+        });
+        let mut failure = None;
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| FilesystemError::Transport(e.to_string()))?;
-            total += chunk.len() as u64;
-            w.write_all(&chunk).await?;
+            match chunk {
+                Ok(c) => {
+                    if tx.send(c).await.is_err() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    failure = Some(FilesystemError::Transport(e.to_string()));
+                    break;
+                }
+            }
         }
-        w.flush().await?;
-        Ok(total)
+        drop(tx);
+        let written = writer.await.map_err(|e| FilesystemError::Io(std::io::Error::other(e.to_string())))??;
+        match failure {
+            Some(f) => Err(f),
+            None => Ok(written),
+        }
     }
 
     // -----------------------------------------------------------------------------------------
