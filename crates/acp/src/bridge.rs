@@ -40,7 +40,7 @@ where
         };
         let mut buf = BytesMut::with_capacity(64 * 1024);
         loop {
-            buf.clear();
+            buf.reserve(64 * 1024);
             let n = input
                 .read_buf(&mut buf)
                 .await
@@ -51,7 +51,7 @@ where
                 }
                 break;
             }
-            splitter.push(&buf);
+            splitter.push_bytes(buf.split().freeze());
             while let Some(r) = splitter.next_line() {
                 match r {
                     Ok(line) => send_line(t, &line, &reply_tx).await?,

@@ -20,13 +20,21 @@ use crate::error::{AcpError, Direction};
 
 /// Reassembles newline-delimited messages from chunks of bytes.
 ///
-/// Push a chunk with [`push`](Self::push), then call [`next_line`](Self::next_line) until it
-/// returns `None`; at EOF call [`finish`](Self::finish).
+/// Push a chunk with [`push_bytes`](Self::push_bytes) (zero-copy) or [`push`](Self::push), then
+/// call [`next_line`](Self::next_line) until it returns `None`; at EOF call
+/// [`finish`](Self::finish).
+///
+/// A line that lies within one chunk is returned as a slice of that chunk (no copy). A line that
+/// spans chunks is kept as the list of its pieces and copied once, into an allocation of its exact
+/// size, when its end arrives.
 #[derive(Debug)]
 pub struct LineSplitter {
-    buf: BytesMut,
-    /// Bytes at the start of `buf` already searched for `\n` (none found).
-    scanned: usize,
+    /// Pieces of the pending (unterminated, already scanned) line, in order.
+    parts: Vec<Bytes>,
+    parts_len: usize,
+    /// The chunk being split, and where its unconsumed bytes start.
+    cur: Bytes,
+    pos: usize,
     max: usize,
     failed: bool,
     scanned_total: u64,
@@ -40,8 +48,10 @@ impl LineSplitter {
     pub fn new(max_message_bytes: usize) -> Result<Self, AcpError> {
         validate_limit(max_message_bytes)?;
         Ok(Self {
-            buf: BytesMut::new(),
-            scanned: 0,
+            parts: Vec::new(),
+            parts_len: 0,
+            cur: Bytes::new(),
+            pos: 0,
             max: max_message_bytes,
             failed: false,
             scanned_total: 0,
@@ -63,7 +73,7 @@ impl LineSplitter {
 
     /// Bytes currently held for an unterminated line.
     pub fn pending_len(&self) -> usize {
-        self.buf.len()
+        self.parts_len + (self.cur.len() - self.pos)
     }
 
     /// Total bytes searched for line endings so far (a linear-time guard for tests: stays ≤ the
@@ -72,12 +82,31 @@ impl LineSplitter {
         self.scanned_total
     }
 
-    /// Append a chunk. Call [`next_line`](Self::next_line) until it returns `None` afterwards.
+    /// Append a chunk (copied). Call [`next_line`](Self::next_line) until it returns `None`
+    /// afterwards.
     pub fn push(&mut self, chunk: &[u8]) {
+        self.push_bytes(Bytes::copy_from_slice(chunk));
+    }
+
+    /// Append a chunk without copying it. Call [`next_line`](Self::next_line) until it returns
+    /// `None` afterwards.
+    pub fn push_bytes(&mut self, chunk: Bytes) {
         if self.failed {
             return;
         }
-        self.buf.extend_from_slice(chunk);
+        if self.pos < self.cur.len() {
+            // Not drained with next_line: keep the rest (scanned on the next call).
+            let rest = self.cur.slice(self.pos..);
+            self.cur = rest;
+            self.pos = 0;
+            let mut joined = BytesMut::with_capacity(self.cur.len() + chunk.len());
+            joined.extend_from_slice(&self.cur);
+            joined.extend_from_slice(&chunk);
+            self.cur = joined.freeze();
+        } else {
+            self.cur = chunk;
+            self.pos = 0;
+        }
     }
 
     /// The next complete line, an error once the limit is passed, or `None` when more bytes are
@@ -87,16 +116,29 @@ impl LineSplitter {
             return None;
         }
         loop {
-            let fresh = &self.buf[self.scanned..];
-            self.scanned_total += fresh.len() as u64;
+            let fresh = &self.cur[self.pos..];
             match memchr::memchr(b'\n', fresh) {
                 Some(i) => {
-                    let end = self.scanned + i;
-                    let mut line = self.buf.split_to(end + 1);
-                    self.scanned = 0;
-                    line.truncate(end);
+                    self.scanned_total += (i + 1) as u64;
+                    let end = self.pos + i;
+                    let mut line = if self.parts.is_empty() {
+                        self.cur.slice(self.pos..end)
+                    } else {
+                        let total = self.parts_len + i;
+                        if total > self.max + 1 {
+                            return Some(Err(self.fail(Some(total))));
+                        }
+                        let mut b = BytesMut::with_capacity(total);
+                        for p in self.parts.drain(..) {
+                            b.extend_from_slice(&p);
+                        }
+                        b.extend_from_slice(&self.cur[self.pos..end]);
+                        self.parts_len = 0;
+                        b.freeze()
+                    };
+                    self.pos = end + 1;
                     if line.last() == Some(&b'\r') {
-                        line.truncate(end - 1);
+                        line.truncate(line.len() - 1);
                     }
                     if line.len() > self.max {
                         return Some(Err(self.fail(Some(line.len()))));
@@ -104,12 +146,18 @@ impl LineSplitter {
                     if is_blank(&line) {
                         continue;
                     }
-                    return Some(Ok(line.freeze()));
+                    return Some(Ok(line));
                 }
                 None => {
-                    self.scanned = self.buf.len();
-                    let mut pending = self.buf.len();
-                    if self.buf.last() == Some(&b'\r') {
+                    self.scanned_total += fresh.len() as u64;
+                    if !fresh.is_empty() {
+                        let rest = self.cur.slice(self.pos..);
+                        self.parts_len += rest.len();
+                        self.parts.push(rest);
+                        self.pos = self.cur.len();
+                    }
+                    let mut pending = self.parts_len;
+                    if self.parts.last().and_then(|p| p.last()) == Some(&b'\r') {
                         pending -= 1;
                     }
                     if pending > self.max {
@@ -123,27 +171,41 @@ impl LineSplitter {
 
     /// At EOF: the final unterminated line, if it is not blank.
     pub fn finish(&mut self) -> Option<Result<Bytes, AcpError>> {
-        if self.failed || self.buf.is_empty() {
+        if self.failed {
             return None;
         }
-        let mut line = std::mem::take(&mut self.buf);
-        self.scanned = 0;
-        if line.last() == Some(&b'\r') {
-            line.truncate(line.len() - 1);
+        if self.pos < self.cur.len() {
+            let rest = self.cur.slice(self.pos..);
+            self.parts_len += rest.len();
+            self.parts.push(rest);
+            self.pos = self.cur.len();
         }
-        if line.len() > self.max {
-            return Some(Err(self.fail(Some(line.len()))));
-        }
-        if is_blank(&line) {
+        if self.parts.is_empty() {
             return None;
         }
-        Some(Ok(line.freeze()))
+        let mut b = BytesMut::with_capacity(self.parts_len);
+        for p in self.parts.drain(..) {
+            b.extend_from_slice(&p);
+        }
+        self.parts_len = 0;
+        if b.last() == Some(&b'\r') {
+            b.truncate(b.len() - 1);
+        }
+        if b.len() > self.max {
+            return Some(Err(self.fail(Some(b.len()))));
+        }
+        if is_blank(&b) {
+            return None;
+        }
+        Some(Ok(b.freeze()))
     }
 
     fn fail(&mut self, size: Option<usize>) -> AcpError {
         self.failed = true;
-        self.buf = BytesMut::new();
-        self.scanned = 0;
+        self.parts = Vec::new();
+        self.parts_len = 0;
+        self.cur = Bytes::new();
+        self.pos = 0;
         AcpError::MessageTooLarge {
             direction: self.direction,
             limit: self.max,
@@ -347,6 +409,27 @@ mod tests {
             feed(&mut s, &[b"\xff\xfe\n{}\n"]),
             vec![Ok(vec![0xff, 0xfe]), Ok(b"{}".to_vec())]
         );
+    }
+
+    #[test]
+    fn a_line_inside_one_chunk_is_not_copied() {
+        let chunk = Bytes::from_static(b"{\"a\":1}\n{\"b\":2}\n");
+        let mut s = LineSplitter::new(100).unwrap();
+        s.push_bytes(chunk.clone());
+        let l = s.next_line().unwrap().unwrap();
+        assert_eq!(&l[..], b"{\"a\":1}");
+        assert_eq!(l.as_ptr(), chunk.as_ptr());
+    }
+
+    #[test]
+    fn pushing_without_draining_keeps_every_byte() {
+        let mut s = LineSplitter::new(100).unwrap();
+        s.push(b"a\nb");
+        assert_eq!(&s.next_line().unwrap().unwrap()[..], b"a");
+        s.push(b"c\nd\n"); // "b" was not drained with next_line() returning None
+        assert_eq!(&s.next_line().unwrap().unwrap()[..], b"bc");
+        assert_eq!(&s.next_line().unwrap().unwrap()[..], b"d");
+        assert!(s.next_line().is_none());
     }
 
     // §7 item 12

@@ -554,7 +554,7 @@ async fn read_loop(
         if read_tx.is_none() {
             continue; // stopped: keep draining so the process can end
         }
-        splitter.push(&chunk);
+        splitter.push_bytes(chunk);
         while let Some(r) = splitter.next_line() {
             match r {
                 Ok(line) => {
