@@ -16,11 +16,23 @@ async fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    raise_nofile_limit();
     match e2b_envd::run_cli(cli.args).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("e2b-envd: {e}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Each command holds up to three pipes in the daemon; raise the soft descriptor limit to the
+/// hard one so thousands of concurrent commands fit.
+fn raise_nofile_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+    {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
     }
 }

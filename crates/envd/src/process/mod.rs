@@ -119,7 +119,47 @@ struct StreamState {
     start_sent: bool,
     source: Option<Subscription>,
     keepalive: Duration,
+    /// One timer, reset after each event (cheaper than a new timer per event).
+    keepalive_timer: Pin<Box<tokio::time::Sleep>>,
     deadline: Option<Instant>,
+    /// An event received while coalescing data, delivered next.
+    pending: Option<Event>,
+}
+
+/// Largest data event built by coalescing queued chunks.
+const COALESCE_LIMIT: usize = 1 << 20;
+
+/// When a subscriber falls behind, several data chunks of the same stream wait in its channel;
+/// merge them into one event (up to [`COALESCE_LIMIT`]) so a slow consumer pays per-message
+/// costs less often. Order is kept: a different event stops the merge and is delivered next.
+fn coalesce(first: Event, rx: &mut tokio::sync::mpsc::Receiver<Event>, pending: &mut Option<Event>) -> Event {
+    use e2b_envd_proto::process::process_event::{DataEvent, data_event::Output};
+    let Event::Data(DataEvent { output: Some(mut out) }) = first else { return first };
+    loop {
+        let len = match &out {
+            Output::Stdout(b) | Output::Stderr(b) | Output::Pty(b) => b.len(),
+        };
+        if len >= COALESCE_LIMIT {
+            break;
+        }
+        let Ok(next) = rx.try_recv() else { break };
+        let same = matches!(
+            (&out, &next),
+            (Output::Stdout(_), Event::Data(DataEvent { output: Some(Output::Stdout(_)) }))
+                | (Output::Stderr(_), Event::Data(DataEvent { output: Some(Output::Stderr(_)) }))
+                | (Output::Pty(_), Event::Data(DataEvent { output: Some(Output::Pty(_)) }))
+        );
+        if !same {
+            *pending = Some(next);
+            break;
+        }
+        if let Event::Data(DataEvent { output: Some(Output::Stdout(more) | Output::Stderr(more) | Output::Pty(more)) }) = next {
+            match &mut out {
+                Output::Stdout(b) | Output::Stderr(b) | Output::Pty(b) => b.extend_from_slice(&more),
+            }
+        }
+    }
+    Event::Data(DataEvent { output: Some(out) })
 }
 
 /// `start{pid}`, then live events (with keepalives) until `end`; the lifetime deadline, when
@@ -130,7 +170,8 @@ fn event_stream(
     keepalive: Duration,
     deadline: Option<Instant>,
 ) -> impl Stream<Item = Result<ProcessEvent, Status>> + Send + 'static {
-    let st = StreamState { entry, start_sent: false, source: Some(source), keepalive, deadline };
+    let keepalive_timer = Box::pin(tokio::time::sleep(keepalive));
+    let st = StreamState { entry, start_sent: false, source: Some(source), keepalive, keepalive_timer, deadline, pending: None };
     futures::stream::unfold(st, |mut st| async move {
         if !st.start_sent {
             st.start_sent = true;
@@ -151,13 +192,14 @@ fn event_stream(
                         None => std::future::pending().await,
                     }
                 };
+                let pending = st.pending.take();
                 tokio::select! {
                     biased;
                     _ = sleep_deadline => {
                         st.source = None;
                         Err(deadline_err())
                     }
-                    ev = rx.recv() => match ev {
+                    ev = async { match pending { Some(p) => Some(p), None => rx.recv().await } } => match ev {
                         Some(Event::End(end)) => {
                             st.source = None;
                             if st.deadline.is_some() && st.entry.timed_out() {
@@ -166,13 +208,15 @@ fn event_stream(
                                 Ok(ProcessEvent { event: Some(Event::End(end)) })
                             }
                         }
-                        Some(ev) => Ok(ProcessEvent { event: Some(ev) }),
+                        Some(ev) => Ok(ProcessEvent { event: Some(coalesce(ev, rx, &mut st.pending)) }),
                         None => return None,
                     },
-                    _ = tokio::time::sleep(st.keepalive) => Ok(ProcessEvent { event: Some(Event::Keepalive(KeepAlive {})) }),
+                    _ = st.keepalive_timer.as_mut() => Ok(ProcessEvent { event: Some(Event::Keepalive(KeepAlive {})) }),
                 }
             }
         };
+        let next = Instant::now() + st.keepalive;
+        st.keepalive_timer.as_mut().reset(next);
         Some((item, st))
     })
 }

@@ -3,7 +3,7 @@
 //! deviation from envd so kills reach grandchildren.
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd as _, OwnedFd};
 use std::path::PathBuf;
 use std::process::Stdio;
 
@@ -123,5 +123,20 @@ pub(crate) fn spawn(state: &State, user: &User, req: &StartRequest) -> Result<Sp
         Some(m) => Some(PtyMaster::new(m).map_err(|e| Status::internal(format!("error starting pty: {e}")))?),
         None => None,
     };
-    Ok(Spawned { pid, stdin: child.stdin.take(), stdout: child.stdout.take(), stderr: child.stderr.take(), child, pty })
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    if let Some(p) = &stdout {
+        grow_pipe(p.as_raw_fd());
+    }
+    if let Some(p) = &stderr {
+        grow_pipe(p.as_raw_fd());
+    }
+    Ok(Spawned { pid, stdin: child.stdin.take(), stdout, stderr, child, pty })
+}
+
+/// Best effort: a 1 MiB pipe lets a fast writer run ahead while we forward a chunk.
+fn grow_pipe(fd: std::os::fd::RawFd) {
+    // SAFETY: F_SETPIPE_SZ on a descriptor we own; failure is harmless.
+    unsafe {
+        libc::fcntl(fd, libc::F_SETPIPE_SZ, 1 << 20);
+    }
 }

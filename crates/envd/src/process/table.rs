@@ -19,7 +19,9 @@ use super::spawn::Spawned;
 
 /// Capacity of each subscriber's channel; sends block when it is full (back-pressure).
 pub(crate) const SUBSCRIBER_BUFFER: usize = 64;
-const PIPE_CHUNK: usize = 32 * 1024;
+/// Read size for stdout/stderr. envd reads 32 KiB; we read up to 256 KiB (from 1 MiB pipes) so a
+/// fast producer costs fewer events. Chunk boundaries are arbitrary either way.
+const PIPE_CHUNK: usize = 256 * 1024;
 const PTY_CHUNK: usize = 16 * 1024;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -82,9 +84,18 @@ impl ProcEntry {
             RunState::Running { subs } => subs.clone(),
             RunState::Ended(_) => return,
         };
+        if subs.is_empty() {
+            return;
+        }
         let mut dead = false;
-        for s in &subs {
-            if s.send(event.clone()).await.is_err() {
+        let last = subs.len() - 1;
+        let mut event = Some(event);
+        for (i, s) in subs.iter().enumerate() {
+            // Clone for all but the last subscriber, which gets the original.
+            let ev = if i == last { event.take() } else { event.clone() };
+            if let Some(ev) = ev
+                && s.send(ev).await.is_err()
+            {
                 dead = true;
             }
         }

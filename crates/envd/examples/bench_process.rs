@@ -1,0 +1,186 @@
+//! Process-service benchmark against the real daemon binary (run in release):
+//!
+//! ```text
+//! cargo build --release -p e2b-envd --bins --examples
+//! target/release/examples/bench_process [--bytes 1073741824] [--latency-runs 200] [--concurrent 1000]
+//! ```
+//!
+//! 1. stdout throughput of `head -c N /dev/zero` streamed to a tonic client over h2c, vs the raw
+//!    `head -c N /dev/zero | cat > /dev/null` pipe (ratio; goal ≥ 0.5);
+//! 2. `/bin/true` start-to-end latency through the daemon vs spawning `/bin/true` locally
+//!    (ratio; goal ≤ 3×);
+//! 3. many concurrent streaming commands: none fails, every byte arrives; the daemon's peak RSS.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::io::BufRead as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use e2b_envd_proto::process::process_client::ProcessClient;
+use e2b_envd_proto::process::process_event::{Event, data_event::Output};
+use e2b_envd_proto::process::{ProcessConfig, StartRequest};
+use tonic::transport::Channel;
+
+fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn start_req(cmd: &str, args: &[&str]) -> StartRequest {
+    StartRequest {
+        process: Some(ProcessConfig { cmd: cmd.into(), args: args.iter().map(|s| s.to_string()).collect(), ..Default::default() }),
+        stdin: Some(false),
+        ..Default::default()
+    }
+}
+
+/// Runs a command to its end; returns (stdout bytes, exit code).
+async fn run(client: &mut ProcessClient<Channel>, req: StartRequest) -> Result<(u64, i32), tonic::Status> {
+    let mut s = client.start(req).await?.into_inner();
+    let mut bytes = 0u64;
+    let mut events = 0u64;
+    let mut code = None;
+    while let Some(m) = s.message().await? {
+        match m.event.and_then(|e| e.event) {
+            Some(Event::Data(d)) => {
+                if let Some(Output::Stdout(b)) = d.output {
+                    bytes += b.len() as u64;
+                    events += 1;
+                }
+            }
+            Some(Event::End(e)) => code = Some(e.exit_code),
+            _ => {}
+        }
+    }
+    if bytes > 100_000_000 {
+        println!("  {events} data events, {} bytes per event on average", bytes / events.max(1));
+    }
+    Ok((bytes, code.ok_or_else(|| tonic::Status::internal("no end event"))?))
+}
+
+fn rss_kb(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .unwrap_or(0)
+}
+
+async fn channel(url: &str) -> Channel {
+    tonic::transport::Endpoint::from_shared(url.to_string())
+        .unwrap()
+        .initial_stream_window_size(Some(4 << 20))
+        .initial_connection_window_size(Some(16 << 20))
+        .tcp_nodelay(true)
+        .max_frame_size(Some(1 << 20))
+        .connect()
+        .await
+        .unwrap()
+}
+
+#[tokio::main]
+async fn main() {
+    let bytes = arg("--bytes", 1 << 30);
+    let latency_runs = arg("--latency-runs", 200);
+    let concurrent = arg("--concurrent", 1000);
+    let per_command = arg("--concurrent-bytes", 100_000);
+
+    let exe = std::env::current_exe().unwrap();
+    let bin = std::env::var("E2B_ENVD_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| exe.parent().unwrap().parent().unwrap().join("e2b-envd"));
+    let mut daemon = Command::new(&bin).args(["--port", "0"]).stdout(Stdio::piped()).spawn().expect("start e2b-envd");
+    let mut line = String::new();
+    std::io::BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.trim().to_string();
+    let dpid = daemon.id();
+    println!("daemon {} (pid {dpid}) at {url}", bin.display());
+    let mut client = ProcessClient::new(channel(&url).await);
+
+    // 1. Throughput.
+    let t = Instant::now();
+    let st = Command::new("/bin/bash").args(["-c", &format!("head -c {bytes} /dev/zero | cat > /dev/null")]).status().unwrap();
+    assert!(st.success());
+    let raw = t.elapsed();
+    let t = Instant::now();
+    let (got, code) = run(&mut client, start_req("/usr/bin/head", &["-c", &bytes.to_string(), "/dev/zero"])).await.unwrap();
+    let streamed = t.elapsed();
+    assert_eq!((got, code), (bytes, 0));
+    let mib = bytes as f64 / (1 << 20) as f64;
+    let raw_rate = mib / raw.as_secs_f64();
+    let stream_rate = mib / streamed.as_secs_f64();
+    println!("throughput: raw pipe {raw_rate:.0} MiB/s ({raw:?}), envd h2c {stream_rate:.0} MiB/s ({streamed:?}), ratio {:.2}", stream_rate / raw_rate);
+    println!("daemon RSS after throughput: {} kB (peak {} kB)", rss_kb(dpid, "VmRSS:"), rss_kb(dpid, "VmHWM:"));
+
+    // 2. Latency.
+    for _ in 0..10 {
+        run(&mut client, start_req("/bin/true", &[])).await.unwrap();
+        Command::new("/bin/true").status().unwrap();
+    }
+    let mut local = Vec::new();
+    let mut remote = Vec::new();
+    for _ in 0..latency_runs {
+        let t = Instant::now();
+        Command::new("/bin/true").status().unwrap();
+        local.push(t.elapsed());
+        let t = Instant::now();
+        run(&mut client, start_req("/bin/true", &[])).await.unwrap();
+        remote.push(t.elapsed());
+    }
+    local.sort();
+    remote.sort();
+    let med = |v: &[Duration]| v[v.len() / 2];
+    let p99 = |v: &[Duration]| v[(v.len() * 99 / 100).min(v.len() - 1)];
+    println!(
+        "latency /bin/true: local median {:?} p99 {:?}; envd median {:?} p99 {:?}; median ratio {:.2}",
+        med(&local),
+        p99(&local),
+        med(&remote),
+        p99(&remote),
+        med(&remote).as_secs_f64() / med(&local).as_secs_f64()
+    );
+
+    // 3. Concurrency.
+    let channels: Vec<Channel> = futures::future::join_all((0..8).map(|_| channel(&url))).await;
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let p2 = peak.clone();
+    let sampler = tokio::spawn(async move {
+        loop {
+            p2.fetch_max(rss_kb(dpid, "VmRSS:"), std::sync::atomic::Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let t = Instant::now();
+    let cmd = format!("sleep 0.2; head -c {per_command} /dev/zero");
+    let tasks: Vec<_> = (0..concurrent)
+        .map(|i| {
+            let mut c = ProcessClient::new(channels[i as usize % channels.len()].clone());
+            let req = start_req("/bin/sh", &["-c", &cmd]);
+            tokio::spawn(async move { run(&mut c, req).await })
+        })
+        .collect();
+    let mut ok = 0;
+    let mut failures = Vec::new();
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok((b, 0)) if b == per_command => ok += 1,
+            other => failures.push(format!("{other:?}")),
+        }
+    }
+    sampler.abort();
+    println!(
+        "concurrency: {concurrent} commands x {per_command} bytes in {:?}: {ok} ok, {} failed; daemon peak RSS {} kB (sampled), VmHWM {} kB",
+        t.elapsed(),
+        failures.len(),
+        peak.load(std::sync::atomic::Ordering::Relaxed),
+        rss_kb(dpid, "VmHWM:")
+    );
+    for f in failures.iter().take(5) {
+        println!("  failure: {f}");
+    }
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    if !failures.is_empty() {
+        std::process::exit(1);
+    }
+}
