@@ -18,8 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use e2b_commands::{
-    CommandEvent, CommandOptions, Commands, EnvdConnection, EnvdEndpoint, OutputCallback,
-    Transport,
+    CommandEvent, CommandOptions, Commands, EnvdConnection, EnvdEndpoint, OutputCallback, Transport,
 };
 use futures::StreamExt as _;
 
@@ -35,7 +34,7 @@ fn parse_size(s: &str) -> u64 {
 }
 
 fn human(n: u64) -> String {
-    if n >= 1 << 30 && n % (1 << 30) == 0 {
+    if n >= 1 << 30 && n.is_multiple_of(1 << 30) {
         format!("{} GiB", n >> 30)
     } else {
         format!("{} MiB", n >> 20)
@@ -134,13 +133,7 @@ fn client(args: &[String]) {
         let secs = t0.elapsed().as_secs_f64();
         let n = seen.load(Ordering::Relaxed) as u64;
         assert_eq!(n, bytes, "every byte arrived");
-        println!(
-            "{} {:.3} {} {}",
-            n,
-            secs,
-            peak_rss_kib(),
-            retained
-        );
+        println!("{} {:.3} {} {}", n, secs, peak_rss_kib(), retained);
     });
 }
 

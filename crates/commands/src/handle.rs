@@ -21,7 +21,8 @@ use crate::options::{CallbackKind, OutputCallback};
 use crate::output::{CommandEvent, CommandOutput, ExitStatus};
 
 /// How many events the event stream buffers before the reader waits for it (back-pressure).
-pub const EVENT_BUFFER: usize = 16;
+/// Events are envd's chunks: 32 KiB from E2B's envd, up to 1 MiB from ours.
+pub const EVENT_BUFFER: usize = 8;
 
 /// The envd events of one Start/Connect stream, after the start event.
 pub(crate) type ProcessEvents = BoxStream<'static, Result<Option<Event>, tonic::Status>>;

@@ -11,7 +11,9 @@ use std::time::Duration;
 use e2b_commands::{CommandEvent, CommandOptions, OutputCallback};
 use futures::StreamExt as _;
 
-const TOTAL: usize = 32 * 1024 * 1024;
+// Larger than every buffer on the way (envd's per-subscriber channel of 64 chunks of up to
+// 256 KiB, coalesced events of up to 1 MiB, the pipe, HTTP/2 windows, our event buffer).
+const TOTAL: usize = 128 * 1024 * 1024;
 
 fn producer(marker: &std::path::Path) -> String {
     // `done` is written only after head has written every byte into the pipe.
@@ -61,8 +63,9 @@ async fn a_stalled_callback_stalls_the_producer_and_nothing_is_lost() {
 async fn a_slow_callback_slows_the_producer() {
     let env = common::env().await;
     let seen = Arc::new(AtomicUsize::new(0));
-    let calls = Arc::new(AtomicUsize::new(0));
-    let (s2, c2) = (seen.clone(), calls.clone());
+    let span: Arc<std::sync::Mutex<(Option<std::time::Instant>, Option<std::time::Instant>)>> =
+        Arc::default();
+    let (s2, c2) = (seen.clone(), span.clone());
     let stamps = Arc::new(std::sync::Mutex::new(String::new()));
     let st2 = stamps.clone();
     let bytes = 64 * 1024 * 1024;
@@ -74,8 +77,13 @@ async fn a_slow_callback_slows_the_producer() {
                 .on_stdout(OutputCallback::bytes_async(move |b: bytes::Bytes| {
                     let (s, c) = (s2.clone(), c2.clone());
                     async move {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        c.fetch_add(1, Ordering::SeqCst);
+                        // 40 ms per MiB, whatever the chunk size: ~2.5 s for the whole stream.
+                        let pause = Duration::from_micros(40_000 * b.len() as u64 / (1 << 20));
+                        tokio::time::sleep(pause).await;
+                        let mut c = c.lock().unwrap();
+                        let now = std::time::Instant::now();
+                        c.0.get_or_insert(now);
+                        c.1 = Some(now);
                         s.fetch_add(b.len(), Ordering::SeqCst);
                     }
                 }))
@@ -94,9 +102,10 @@ async fn a_slow_callback_slows_the_producer() {
         .map(|l| l.trim().parse().unwrap())
         .collect();
     let producer = Duration::from_nanos((stamps[1] - stamps[0]) as u64);
-    let consumer = Duration::from_millis(10) * calls.load(Ordering::SeqCst) as u32;
+    let (first, last) = *span.lock().unwrap();
+    let consumer = last.unwrap() - first.unwrap();
     // Without back-pressure `head` would finish in milliseconds; with it, the producer can only
-    // run ahead of the callback by the bounded buffers (envd's 64 chunks plus HTTP/2 windows).
+    // run ahead of the callback by the bounded buffers (about 20 MiB of the 64 MiB).
     assert!(
         producer * 2 >= consumer,
         "producer took {producer:?} while the callbacks took {consumer:?}"
