@@ -14,7 +14,7 @@ async fn connect_by_pid_and_by_tag() {
     let h = env
         .commands
         .start(
-            "sleep 0.5; echo after; exit 7",
+            "sleep 1.5; echo after; exit 7",
             CommandOptions::new().tag("my-tag"),
         )
         .await

@@ -86,17 +86,22 @@ async fn retained_text_holds_an_incomplete_character_until_the_end() {
     let h = env
         .commands
         .start(
-            r"printf 'q\xe2\x82'; sleep 0.6; printf '\xac'",
+            r"printf 'q\xe2\x82'; sleep 2; printf '\xac'",
             CommandOptions::new(),
         )
         .await
         .unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    for _ in 0..100 {
+        if h.stdout_bytes().len() == 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(h.stdout_bytes().len(), 3);
     assert_eq!(
         h.stdout(),
         "q",
         "incomplete character held back while running"
     );
-    assert_eq!(h.stdout_bytes().len(), 3);
     assert_eq!(h.wait().await.unwrap().stdout, "q€");
 }
