@@ -16,6 +16,9 @@ pub enum SandboxError {
     /// A command failed.
     #[error(transparent)]
     Command(#[from] CommandError),
+    /// A file operation failed.
+    #[error(transparent)]
+    Files(#[from] e2b_filesystem::FilesystemError),
     /// The embedded daemon could not start.
     #[error(
         "the local envd daemon could not start: {0}. Check that 127.0.0.1 allows binding a port and that the temporary directory is writable"

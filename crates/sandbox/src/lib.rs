@@ -1,7 +1,7 @@
 //! Sandboxes for AI agents: a local embedded envd or any remote envd, with commands and files.
 //!
 //! Start here. A [`Sandbox`] is one envd (E2B's in-sandbox daemon) and the clients that talk to
-//! it:
+//! it, [`Sandbox::commands`] and [`Sandbox::files`]:
 //!
 //! - [`Sandbox::local`] starts the embedded daemon on `127.0.0.1:<free port>`, with a random
 //!   access token and a fresh temporary working directory (needs the `local` feature, on by
@@ -51,10 +51,16 @@ pub use e2b_commands::{
 pub use e2b_envd_client::{EnvdConnection, EnvdEndpoint, EnvdError, Transport};
 /// envd versions and features (`e2b-envd-version`).
 pub use e2b_envd_version::{EnvdVersion, Feature, UnsupportedFeature};
+/// The filesystem client and its types (`e2b-filesystem`).
+pub use e2b_filesystem::{
+    EntryInfo, EventType, FileType, Filesystem, FilesystemError, FilesystemEvent, WatchHandle,
+    WatchOptions, WriteEntry, WriteInfo, WriteOptions,
+};
 
 /// The crates this facade builds on, for what it does not re-export.
 pub mod crates {
     pub use e2b_commands as commands;
     pub use e2b_envd_client as envd_client;
     pub use e2b_envd_version as envd_version;
+    pub use e2b_filesystem as filesystem;
 }

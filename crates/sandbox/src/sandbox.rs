@@ -3,6 +3,7 @@
 use e2b_commands::Commands;
 use e2b_envd_client::{EnvdConnection, EnvdEndpoint};
 use e2b_envd_version::EnvdVersion;
+use e2b_filesystem::Filesystem;
 
 use crate::control::{ControlPlane, CreateOptions};
 use crate::error::SandboxError;
@@ -16,10 +17,9 @@ pub struct Sandbox {
     id: String,
     conn: EnvdConnection,
     commands: Commands,
+    files: Filesystem,
     #[cfg(feature = "local")]
     local: Option<crate::local::LocalDaemon>,
-    // files: e2b_filesystem::Filesystem — the `files()` client goes here once `e2b-filesystem`
-    // exists (built from `conn` like `commands`).
 }
 
 impl Sandbox {
@@ -49,6 +49,7 @@ impl Sandbox {
         Ok(Sandbox {
             id,
             commands: Commands::new(conn.clone()),
+            files: Filesystem::new(conn.clone()),
             conn,
             local: Some(daemon),
         })
@@ -66,6 +67,7 @@ impl Sandbox {
         Ok(Sandbox {
             id,
             commands: Commands::new(conn.clone()),
+            files: Filesystem::new(conn.clone()),
             conn,
             #[cfg(feature = "local")]
             local: None,
@@ -117,6 +119,12 @@ impl Sandbox {
     /// Run and manage commands.
     pub fn commands(&self) -> &Commands {
         &self.commands
+    }
+
+    /// Read, write, list and watch files (`e2b-filesystem`). Relative paths resolve against the
+    /// user's home (for a local sandbox, envd's rules apply as for commands).
+    pub fn files(&self) -> &Filesystem {
+        &self.files
     }
 
     /// The local sandbox's default working directory (a temporary directory), if it made one.

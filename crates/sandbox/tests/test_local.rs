@@ -151,3 +151,34 @@ async fn control_plane_seam_creates_through_the_trait() {
         .unwrap();
     assert_eq!(out.stdout, "ok\n");
 }
+
+#[tokio::test]
+async fn files_and_commands_share_the_sandbox() {
+    let sb = Sandbox::local().await.unwrap();
+    let wd = sb.workdir().unwrap().to_path_buf();
+    let path = wd.join("hello.txt");
+    let path = path.to_str().unwrap();
+    sb.files().write(path, "from files\n").await.unwrap();
+    let out = sb
+        .commands()
+        .run(
+            format!("cat {path}; echo from commands >> {path}"),
+            CommandOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "from files\n");
+    assert_eq!(
+        sb.files().read_text(path).await.unwrap(),
+        "from files\nfrom commands\n"
+    );
+    let names: Vec<String> = sb
+        .files()
+        .list(wd.to_str().unwrap(), 1)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(names, vec!["hello.txt".to_owned()]);
+}
