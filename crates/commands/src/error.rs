@@ -257,6 +257,10 @@ impl From<EnvdError> for CommandError {
             EnvdError::Rpc { message, .. } if message.contains("stdin not enabled or closed") => {
                 Self::InvalidArgument { message }
             }
+            // tonic-web reports a connection that broke mid-body as `internal`.
+            EnvdError::Rpc { message, .. } if message.starts_with("tonic-web: error reading") => {
+                Self::Transport { message }
+            }
             EnvdError::Rpc { code, message } => Self::Rpc { code, message },
             other => Self::Transport {
                 message: other.to_string(),

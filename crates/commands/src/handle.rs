@@ -440,9 +440,15 @@ impl Reader {
         if !stopped_by_us && let Err(e) = self.flush().await {
             result = Err(e);
         }
-        if let Err(CommandError::NoExitStatus { .. } | CommandError::Transport { .. }) = &result
-            && self.shared.commands.sandbox_gone().await
-        {
+        let lost = matches!(
+            &result,
+            Err(CommandError::NoExitStatus { .. } | CommandError::Transport { .. })
+                | Err(CommandError::Rpc {
+                    code: tonic::Code::Internal | tonic::Code::Unknown,
+                    ..
+                })
+        );
+        if lost && self.shared.commands.sandbox_gone().await {
             result = Err(CommandError::SandboxUnavailable {
                 message: format!(
                     "the sandbox was killed or reached its end of life while process {pid} was running"
