@@ -74,6 +74,18 @@ impl Drop for Guard {
     }
 }
 
+/// A callback panicked (its message).
+#[derive(Debug)]
+struct CallbackPanic(String);
+
+impl std::fmt::Display for CallbackPanic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the callback panicked: {}", self.0)
+    }
+}
+
+impl std::error::Error for CallbackPanic {}
+
 /// Callbacks and settings for the reader task.
 pub(crate) struct Attach {
     pub(crate) pid: u32,
@@ -141,7 +153,30 @@ impl CommandHandle {
             out_dec: Utf8Decoder::new(),
             err_dec: Utf8Decoder::new(),
         };
-        tokio::spawn(reader.run(events, attach.follow_until));
+        let supervised = shared.clone();
+        tokio::spawn(async move {
+            let run = std::panic::AssertUnwindSafe(reader.run(events, attach.follow_until));
+            if let Err(panic) = futures::FutureExt::catch_unwind(run).await {
+                // A callback panicked: end the command's outcome with that, so `wait()` and the
+                // event stream do not hang.
+                let text = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a callback panicked".to_owned());
+                let err = CommandError::Callback {
+                    stream: "output",
+                    source: Arc::new(CallbackPanic(text)),
+                };
+                if supervised.done.borrow().is_none() {
+                    supervised.done.send_replace(Some(Err(err.clone())));
+                }
+                let tx = lock(&supervised.events_tx).take();
+                if let Some(tx) = tx {
+                    let _ = tx.try_send(Err(err));
+                }
+            }
+        });
         Self {
             shared,
             _guard: guard,

@@ -230,3 +230,27 @@ async fn a_sync_callback_error_is_surfaced_by_run() {
         .unwrap_err();
     assert!(matches!(err, CommandError::Callback { .. }), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_panicking_callback_does_not_hang_wait() {
+    let env = common::env().await;
+    let h = env
+        .commands
+        .start(
+            "echo x; sleep 5",
+            CommandOptions::new().on_stdout(OutputCallback::text(|s: &str| {
+                if !s.is_empty() {
+                    panic!("callback bug");
+                }
+            })),
+        )
+        .await
+        .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(5), h.wait())
+        .await
+        .expect("wait resolves")
+        .unwrap_err();
+    assert!(matches!(err, CommandError::Callback { .. }), "{err:?}");
+    assert!(err.to_string().contains("callback bug"), "{err}");
+    h.kill().await.unwrap();
+}
