@@ -3,6 +3,7 @@
 //! bytes, and 64 MiB against 32 MiB (linear time).
 //!
 //! `cargo bench -p e2b-acp --bench framing`
+#![allow(missing_docs)] // criterion_group! generates an undocumented function
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use e2b_acp::LineSplitter;

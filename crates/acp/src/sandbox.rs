@@ -18,8 +18,8 @@ use agent_client_protocol::{Agent, HandleConnectionClose, HandleDispatchFrom, Ru
 /// stdout from stderr.
 const CHUNK_BUFFER: usize = 16;
 
-/// Anything that gives access to a sandbox's commands API: `e2b_commands::Commands` itself (and
-/// the `e2b` facade's `Sandbox` through `sandbox.commands()`).
+/// Anything that gives access to a sandbox's commands API: the `e2b` facade's `Sandbox`, or
+/// `e2b_commands::Commands` itself.
 pub trait SandboxCommands {
     /// The commands API of the sandbox.
     fn sandbox_commands(&self) -> &Commands;
@@ -28,6 +28,12 @@ pub trait SandboxCommands {
 impl SandboxCommands for Commands {
     fn sandbox_commands(&self) -> &Commands {
         self
+    }
+}
+
+impl SandboxCommands for e2b::Sandbox {
+    fn sandbox_commands(&self) -> &Commands {
+        self.commands()
     }
 }
 

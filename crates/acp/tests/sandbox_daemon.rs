@@ -172,3 +172,29 @@ async fn official_client_full_cycle_through_the_daemon() {
     agent.stop(Duration::from_secs(5)).await.unwrap();
     assert!(agent.wait().await.unwrap().success());
 }
+
+#[tokio::test]
+async fn through_the_e2b_facade_sandbox_local() {
+    let sandbox = e2b::Sandbox::local().await.unwrap();
+    let agent = e2b_acp::connect_acp_agent(
+        &sandbox,
+        CommandLine::exec(FAKE, Vec::<String>::new()),
+        Client.v1(),
+        AcpOptions::new(),
+    )
+    .await
+    .unwrap();
+    let init = agent
+        .connection()
+        .send_request(InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
+            ClientCapabilities::new().fs(FileSystemCapabilities::new().read_text_file(true)).terminal(true),
+        ))
+        .block_task()
+        .await
+        .unwrap();
+    assert_eq!(init.meta.unwrap()["receivedClientCapabilities"]["fs"]["readTextFile"], json!(false));
+    let pid = agent.pid();
+    drop(agent);
+    eventually_dead(pid).await;
+    sandbox.kill().await.unwrap();
+}
