@@ -66,16 +66,20 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("memchr_scan", mib), &data, |b, d| {
             b.iter(|| std::hint::black_box(memchr_scan(d)))
         });
-        g.bench_with_input(BenchmarkId::new("line_splitter_copy", mib), &data, |b, d| {
-            b.iter(|| std::hint::black_box(split(d, 128 * 1024 * 1024)))
-        });
+        g.bench_with_input(
+            BenchmarkId::new("line_splitter_copy", mib),
+            &data,
+            |b, d| b.iter(|| std::hint::black_box(split(d, 128 * 1024 * 1024))),
+        );
         let chunks: Vec<bytes::Bytes> = data
             .chunks(CHUNK)
             .map(bytes::Bytes::copy_from_slice)
             .collect();
-        g.bench_with_input(BenchmarkId::new("line_splitter_bytes", mib), &chunks, |b, d| {
-            b.iter(|| std::hint::black_box(split_bytes(d, 128 * 1024 * 1024)))
-        });
+        g.bench_with_input(
+            BenchmarkId::new("line_splitter_bytes", mib),
+            &chunks,
+            |b, d| b.iter(|| std::hint::black_box(split_bytes(d, 128 * 1024 * 1024))),
+        );
     }
     g.finish();
 }

@@ -16,7 +16,8 @@ async fn round_trips(t: &AcpTransport, n: usize, base: u64) -> Vec<Duration> {
     let mut v = Vec::with_capacity(n);
     for i in 0..n as u64 {
         let id = base + i;
-        let msg = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"_fake/echo","params":{{"i":{id}}}}}"#);
+        let msg =
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"_fake/echo","params":{{"i":{id}}}}}"#);
         let t0 = Instant::now();
         if t.send(msg.as_bytes()).await.is_err() {
             break;
@@ -33,7 +34,11 @@ fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
     v.sort();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     let mean = v.iter().map(|d| us(*d)).sum::<f64>() / v.len().max(1) as f64;
-    let p = |q: f64| v.get(((v.len() as f64 - 1.0) * q) as usize).map(|d| us(*d)).unwrap_or(0.0);
+    let p = |q: f64| {
+        v.get(((v.len() as f64 - 1.0) * q) as usize)
+            .map(|d| us(*d))
+            .unwrap_or(0.0)
+    };
     (mean, p(0.5), p(0.99))
 }
 
@@ -86,7 +91,17 @@ async fn main() {
 
     println!("request round trip, {ROUNDS} sequential `_fake/echo` requests (µs)");
     println!("{:<28} {:>10} {:>10} {:>10}", "", "mean", "p50", "p99");
-    println!("{:<28} {:>10.1} {:>10.1} {:>10.1}", "local child process", l.0, l.1, l.2);
-    println!("{:<28} {:>10.1} {:>10.1} {:>10.1}", "sandbox (embedded envd)", s.0, s.1, s.2);
-    println!("ratio sandbox/local: mean {:.2}, p50 {:.2}", s.0 / l.0, s.1 / l.1);
+    println!(
+        "{:<28} {:>10.1} {:>10.1} {:>10.1}",
+        "local child process", l.0, l.1, l.2
+    );
+    println!(
+        "{:<28} {:>10.1} {:>10.1} {:>10.1}",
+        "sandbox (embedded envd)", s.0, s.1, s.2
+    );
+    println!(
+        "ratio sandbox/local: mean {:.2}, p50 {:.2}",
+        s.0 / l.0,
+        s.1 / l.1
+    );
 }

@@ -50,14 +50,18 @@ pub enum AcpError {
     },
 
     /// An outgoing message is not a single JSON-RPC line.
-    #[error("invalid outgoing ACP message: {reason}; send one JSON object per call, without embedded newlines")]
+    #[error(
+        "invalid outgoing ACP message: {reason}; send one JSON object per call, without embedded newlines"
+    )]
     InvalidMessage {
         /// What is wrong with it.
         reason: String,
     },
 
     /// The agent process could not be started.
-    #[error("could not start the ACP agent `{command}`: {reason}; check that the command exists in the sandbox and is executable")]
+    #[error(
+        "could not start the ACP agent `{command}`: {reason}; check that the command exists in the sandbox and is executable"
+    )]
     Spawn {
         /// The command line that was run.
         command: String,
@@ -93,14 +97,18 @@ pub enum AcpError {
     },
 
     /// `stop()` could not confirm that the agent exited within its timeout (it was sent a kill).
-    #[error("the ACP agent did not exit within {timeout:?} of stop(); it was killed but its exit was not observed; call kill() and wait() again, or check the sandbox")]
+    #[error(
+        "the ACP agent did not exit within {timeout:?} of stop(); it was killed but its exit was not observed; call kill() and wait() again, or check the sandbox"
+    )]
     StopTimeout {
         /// The timeout passed to `stop`.
         timeout: Duration,
     },
 
     /// The sandbox's envd is too old for an operation.
-    #[error("{feature} needs envd {required} or newer, but the sandbox runs envd {actual}; rebuild the sandbox template on a newer envd")]
+    #[error(
+        "{feature} needs envd {required} or newer, but the sandbox runs envd {actual}; rebuild the sandbox template on a newer envd"
+    )]
     Unsupported {
         /// The feature, for example "closing a command's stdin".
         feature: &'static str,

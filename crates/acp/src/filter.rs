@@ -81,7 +81,9 @@ fn inspect_object(raw: &[u8]) -> Result<Single, serde_json::Error> {
 }
 
 fn first_non_ws(line: &[u8]) -> Option<u8> {
-    line.iter().copied().find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+    line.iter()
+        .copied()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
 }
 
 /// Decide what happens to one (non-blank) line from the agent's stdout.
@@ -201,7 +203,11 @@ fn write_object(entries: &[(String, Cow<'_, str>)]) -> String {
 
 fn parse_entries(raw: &str) -> Option<Vec<(String, Cow<'_, str>)>> {
     let e: Entries<'_> = serde_json::from_str(raw).ok()?;
-    Some(e.0.into_iter().map(|(k, v)| (k, Cow::Borrowed(v.get()))).collect())
+    Some(
+        e.0.into_iter()
+            .map(|(k, v)| (k, Cow::Borrowed(v.get())))
+            .collect(),
+    )
 }
 
 fn set_key(entries: &mut Vec<(String, Cow<'_, str>)>, key: &str, value: String) {
@@ -218,7 +224,11 @@ fn set_key(entries: &mut Vec<(String, Cow<'_, str>)>, key: &str, value: String) 
 }
 
 fn get_key<'e>(entries: &'e [(String, Cow<'_, str>)], key: &str) -> Option<&'e str> {
-    entries.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_ref())
+    entries
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_ref())
 }
 
 const FS_OFF: &str = r#"{"readTextFile":false,"writeTextFile":false}"#;
@@ -311,7 +321,12 @@ mod tests {
     // §7 item 13
     #[test]
     fn initialize_caps_forced_off_others_and_id_kept() {
-        for id in [r#""a1a15a13-uuid""#, "7", r#""weird id \" x""#, "123456789012345678901234567890"] {
+        for id in [
+            r#""a1a15a13-uuid""#,
+            "7",
+            r#""weird id \" x""#,
+            "123456789012345678901234567890",
+        ] {
             let msg = format!(
                 r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":1,"clientCapabilities":{{"fs":{{"readTextFile":true,"writeTextFile":true,"_meta":{{"k":1}}}},"terminal":true,"auth":{{"terminal":true}},"elicitation":{{}}}},"clientInfo":{{"name":"zed"}}}}}}"#
             );
@@ -319,7 +334,10 @@ mod tests {
             assert!(out.contains(&format!(r#""id":{id}"#)), "{out}");
             let o = v(&out);
             let caps = &o["params"]["clientCapabilities"];
-            assert_eq!(caps["fs"], json!({"readTextFile":false,"writeTextFile":false,"_meta":{"k":1}}));
+            assert_eq!(
+                caps["fs"],
+                json!({"readTextFile":false,"writeTextFile":false,"_meta":{"k":1}})
+            );
             assert_eq!(caps["terminal"], json!(false));
             assert_eq!(caps["auth"], json!({"terminal":true}));
             assert_eq!(caps["elicitation"], json!({}));
@@ -331,7 +349,9 @@ mod tests {
 
     #[test]
     fn key_order_is_kept() {
-        let out = rw(r#"{"method":"initialize","id":1,"params":{"clientCapabilities":{"terminal":true,"fs":{"writeTextFile":true}},"protocolVersion":1}}"#);
+        let out = rw(
+            r#"{"method":"initialize","id":1,"params":{"clientCapabilities":{"terminal":true,"fs":{"writeTextFile":true}},"protocolVersion":1}}"#,
+        );
         assert_eq!(
             out,
             r#"{"method":"initialize","id":1,"params":{"clientCapabilities":{"terminal":false,"fs":{"writeTextFile":false,"readTextFile":false}},"protocolVersion":1}}"#
@@ -341,18 +361,27 @@ mod tests {
     // §7 item 14
     #[test]
     fn missing_objects_are_created() {
-        let o = v(&rw(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#));
+        let o = v(&rw(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#,
+        ));
         assert_eq!(
             o["params"]["clientCapabilities"],
             json!({"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false})
         );
-        let o = v(&rw(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"auth":{"terminal":false}}}}"#));
+        let o = v(&rw(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"auth":{"terminal":false}}}}"#,
+        ));
         assert_eq!(
             o["params"]["clientCapabilities"],
             json!({"auth":{"terminal":false},"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false})
         );
-        let o = v(&rw(r#"{"id":1,"method":"initialize","params":{"clientCapabilities":{"fs":null}}}"#));
-        assert_eq!(o["params"]["clientCapabilities"]["fs"], json!({"readTextFile":false,"writeTextFile":false}));
+        let o = v(&rw(
+            r#"{"id":1,"method":"initialize","params":{"clientCapabilities":{"fs":null}}}"#,
+        ));
+        assert_eq!(
+            o["params"]["clientCapabilities"]["fs"],
+            json!({"readTextFile":false,"writeTextFile":false})
+        );
     }
 
     // §7 item 15
@@ -361,11 +390,19 @@ mod tests {
         let msg = r#"[{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"x":"initialize"}},{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"clientCapabilities":{"terminal":true}}},3]"#;
         let out = rw(msg);
         let o = v(&out);
-        assert_eq!(o[0], v(r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"x":"initialize"}}"#));
-        assert_eq!(o[1]["params"]["clientCapabilities"]["terminal"], json!(false));
+        assert_eq!(
+            o[0],
+            v(r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"x":"initialize"}}"#)
+        );
+        assert_eq!(
+            o[1]["params"]["clientCapabilities"]["terminal"],
+            json!(false)
+        );
         assert_eq!(o[1]["id"], json!(2));
         assert_eq!(o[2], json!(3));
-        assert!(out.starts_with(r#"[{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"x":"initialize"}},"#));
+        assert!(out.starts_with(
+            r#"[{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"x":"initialize"}},"#
+        ));
     }
 
     // §7 item 16
@@ -380,7 +417,10 @@ mod tests {
             let out = rewrite_client_message(msg.as_bytes());
             assert_eq!(&*out, msg.as_bytes());
         }
-        assert!(matches!(rewrite_client_message(br#"{"id":1,"method":"session/new"}"#), Cow::Borrowed(_)));
+        assert!(matches!(
+            rewrite_client_message(br#"{"id":1,"method":"session/new"}"#),
+            Cow::Borrowed(_)
+        ));
     }
 
     // §7 item 17
@@ -397,13 +437,17 @@ mod tests {
         assert_eq!(o["params"]["clientCapabilities"]["terminal"], json!(false));
         assert!(o.get("id").is_none());
         // escaped method name: rewritten since it parses as "initialize"
-        let o = v(&rw(r#"{"id":1,"method":"\u0069nitialize","params":{"clientCapabilities":{"terminal":true}}}"#));
+        let o = v(&rw(
+            r#"{"id":1,"method":"\u0069nitialize","params":{"clientCapabilities":{"terminal":true}}}"#,
+        ));
         assert_eq!(o["params"]["clientCapabilities"]["terminal"], json!(false));
         // truncated JSON: unchanged
         let m = r#"{"id":1,"method":"initialize","params":{"#;
         assert_eq!(rw(m), m);
         // v2-shaped initialize (no fs/terminal keys): they are added as false
-        let o = v(&rw(r#"{"id":1,"method":"initialize","params":{"protocolVersion":2,"clientCapabilities":{}}}"#));
+        let o = v(&rw(
+            r#"{"id":1,"method":"initialize","params":{"protocolVersion":2,"clientCapabilities":{}}}"#,
+        ));
         assert_eq!(o["params"]["clientCapabilities"]["terminal"], json!(false));
     }
 
@@ -425,7 +469,9 @@ mod tests {
             "fs/future_thing",
             "terminal/future",
         ] {
-            let out = agent(&format!(r#"{{"jsonrpc":"2.0","id":9,"method":"{m}","params":{{"path":"/etc/passwd"}}}}"#));
+            let out = agent(&format!(
+                r#"{{"jsonrpc":"2.0","id":9,"method":"{m}","params":{{"path":"/etc/passwd"}}}}"#
+            ));
             assert_eq!(out.forward, None);
             assert_eq!(out.replies.len(), 1);
             let r = v(std::str::from_utf8(&out.replies[0]).unwrap());
@@ -440,24 +486,52 @@ mod tests {
     // §7 item 20
     #[test]
     fn id_echoed_byte_exact() {
-        for id in ["1", "1.0", "-0", "1e400", "123456789012345678901234567890", r#""s\"x""#, "null", r#""é""#] {
-            let out = agent(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"fs/read_text_file"}}"#));
+        for id in [
+            "1",
+            "1.0",
+            "-0",
+            "1e400",
+            "123456789012345678901234567890",
+            r#""s\"x""#,
+            "null",
+            r#""é""#,
+        ] {
+            let out = agent(&format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"fs/read_text_file"}}"#
+            ));
             let reply = std::str::from_utf8(&out.replies[0]).unwrap();
-            assert!(reply.starts_with(&format!(r#"{{"jsonrpc":"2.0","id":{id},"error""#)), "{reply}");
+            assert!(
+                reply.starts_with(&format!(r#"{{"jsonrpc":"2.0","id":{id},"error""#)),
+                "{reply}"
+            );
         }
     }
 
     // §7 item 21
     #[test]
     fn fs_and_terminal_notifications_are_dropped() {
-        assert_eq!(agent(r#"{"jsonrpc":"2.0","method":"terminal/output","params":{}}"#), AgentVerdict::default());
-        assert_eq!(agent(r#"{"jsonrpc":"2.0","method":"fs/x"}"#), AgentVerdict::default());
+        assert_eq!(
+            agent(r#"{"jsonrpc":"2.0","method":"terminal/output","params":{}}"#),
+            AgentVerdict::default()
+        );
+        assert_eq!(
+            agent(r#"{"jsonrpc":"2.0","method":"fs/x"}"#),
+            AgentVerdict::default()
+        );
     }
 
     // §7 item 22
     #[test]
     fn lookalikes_pass_unchanged() {
-        for m in ["_fs/x", "fsx/y", "terminals/x", "session/request_permission", "fs", "terminal", "xfs/read"] {
+        for m in [
+            "_fs/x",
+            "fsx/y",
+            "terminals/x",
+            "session/request_permission",
+            "fs",
+            "terminal",
+            "xfs/read",
+        ] {
             let line = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{m}"}}"#);
             let out = agent(&line);
             assert_eq!(out.forward.as_deref(), Some(line.as_bytes()));
@@ -490,10 +564,19 @@ mod tests {
     // §7 items 11 and 40 (filter part)
     #[test]
     fn junk_and_invalid_utf8_get_a_parse_error_reply() {
-        for line in [&b"this is not json"[..], b"{\"a\":", b"\xff\xfe{}", b"{\"a\":\"\xff\"}", b"[1,"] {
+        for line in [
+            &b"this is not json"[..],
+            b"{\"a\":",
+            b"\xff\xfe{}",
+            b"{\"a\":\"\xff\"}",
+            b"[1,",
+        ] {
             let out = inspect_agent_line(&Bytes::copy_from_slice(line));
             assert_eq!(out.forward, None);
-            assert_eq!(out.replies, vec![Bytes::from_static(PARSE_ERROR_REPLY.as_bytes())]);
+            assert_eq!(
+                out.replies,
+                vec![Bytes::from_static(PARSE_ERROR_REPLY.as_bytes())]
+            );
         }
         let r = v(PARSE_ERROR_REPLY);
         assert_eq!(r["id"], Value::Null);
@@ -505,7 +588,10 @@ mod tests {
     fn agent_batch_with_fs_requests() {
         let line = r#"[{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file"},{"jsonrpc":"2.0","method":"session/update","params":{}},{"jsonrpc":"2.0","method":"terminal/x"}]"#;
         let out = agent(line);
-        assert_eq!(out.forward.as_deref(), Some(&br#"[{"jsonrpc":"2.0","method":"session/update","params":{}}]"#[..]));
+        assert_eq!(
+            out.forward.as_deref(),
+            Some(&br#"[{"jsonrpc":"2.0","method":"session/update","params":{}}]"#[..])
+        );
         assert_eq!(out.replies.len(), 1);
         let only = r#"[{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file"}]"#;
         let out = agent(only);

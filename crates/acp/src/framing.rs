@@ -225,7 +225,8 @@ pub(crate) fn validate_limit(max: usize) -> Result<(), AcpError> {
 
 /// True when a line holds only JSON whitespace (space, tab, CR).
 pub(crate) fn is_blank(line: &[u8]) -> bool {
-    line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+    line.iter()
+        .all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
 }
 
 #[cfg(test)]
@@ -258,7 +259,10 @@ mod tests {
     #[test]
     fn lf_crlf_and_crlf_split_across_chunks() {
         let mut s = LineSplitter::new(100).unwrap();
-        assert_eq!(feed(&mut s, &[b"a\nb\r\nc\r", b"\nd\n"]), ok(&["a", "b", "c", "d"]));
+        assert_eq!(
+            feed(&mut s, &[b"a\nb\r\nc\r", b"\nd\n"]),
+            ok(&["a", "b", "c", "d"])
+        );
     }
 
     #[test]
@@ -325,7 +329,10 @@ mod tests {
         s.push(b"0123456789");
         assert!(s.next_line().is_none());
         s.push(b"a");
-        assert!(matches!(s.next_line(), Some(Err(AcpError::MessageTooLarge { limit: 10, .. }))));
+        assert!(matches!(
+            s.next_line(),
+            Some(Err(AcpError::MessageTooLarge { limit: 10, .. }))
+        ));
         assert_eq!(s.pending_len(), 0);
         // stays failed
         s.push(b"\n{}\n");
@@ -354,9 +361,15 @@ mod tests {
     #[test]
     fn complete_lines_before_an_oversized_one_in_the_same_chunk_come_first() {
         let mut s = LineSplitter::new(5).unwrap();
-        assert_eq!(feed(&mut s, &[b"a\nbb\n1234567\nc\n"]), vec![Ok(b"a".to_vec()), Ok(b"bb".to_vec()), Err(5)]);
+        assert_eq!(
+            feed(&mut s, &[b"a\nbb\n1234567\nc\n"]),
+            vec![Ok(b"a".to_vec()), Ok(b"bb".to_vec()), Err(5)]
+        );
         let mut s = LineSplitter::new(5).unwrap();
-        assert_eq!(feed(&mut s, &[b"a\nbb\n1234567"]), vec![Ok(b"a".to_vec()), Ok(b"bb".to_vec()), Err(5)]);
+        assert_eq!(
+            feed(&mut s, &[b"a\nbb\n1234567"]),
+            vec![Ok(b"a".to_vec()), Ok(b"bb".to_vec()), Err(5)]
+        );
     }
 
     // §7 item 7
@@ -365,7 +378,10 @@ mod tests {
         let mut s = LineSplitter::new(5).unwrap();
         assert_eq!(feed(&mut s, &[b"12345\n54321\n"]), ok(&["12345", "54321"]));
         let mut s = LineSplitter::new(5).unwrap();
-        assert_eq!(feed(&mut s, &[b"1234", b"5\n543", b"21\n"]), ok(&["12345", "54321"]));
+        assert_eq!(
+            feed(&mut s, &[b"1234", b"5\n543", b"21\n"]),
+            ok(&["12345", "54321"])
+        );
     }
 
     // §7 item 8
@@ -380,14 +396,21 @@ mod tests {
         }
         s.push(b"\n");
         assert_eq!(s.next_line().unwrap().unwrap().len(), n);
-        assert!(s.bytes_scanned() <= (n as u64) + 1, "scanned {}", s.bytes_scanned());
+        assert!(
+            s.bytes_scanned() <= (n as u64) + 1,
+            "scanned {}",
+            s.bytes_scanned()
+        );
     }
 
     // §7 item 9
     #[test]
     fn final_unterminated_line_at_eof() {
         let mut s = LineSplitter::new(100).unwrap();
-        assert_eq!(feed(&mut s, &[b"a\n", b"{\"last\":1}"]), ok(&["a", "{\"last\":1}"]));
+        assert_eq!(
+            feed(&mut s, &[b"a\n", b"{\"last\":1}"]),
+            ok(&["a", "{\"last\":1}"])
+        );
         let mut s = LineSplitter::new(100).unwrap();
         assert_eq!(feed(&mut s, &[b"a\n", b"b\r"]), ok(&["a", "b"]));
         let mut s = LineSplitter::new(3).unwrap();
@@ -435,7 +458,10 @@ mod tests {
     // §7 item 12
     #[test]
     fn zero_limit_is_rejected_at_construction() {
-        assert!(matches!(LineSplitter::new(0), Err(AcpError::InvalidOptions { .. })));
+        assert!(matches!(
+            LineSplitter::new(0),
+            Err(AcpError::InvalidOptions { .. })
+        ));
         assert_eq!(LineSplitter::new(1).unwrap().max_message_bytes(), 1);
     }
 

@@ -27,8 +27,8 @@ pub use bridge::run_bridge;
 #[cfg(feature = "sandbox")]
 pub mod sandbox;
 #[cfg(feature = "sandbox")]
+pub use e2b_commands::{CommandLine, Commands};
+#[cfg(feature = "sandbox")]
 pub use sandbox::{
     SandboxCommands, SandboxProcess, connect_acp_agent, run_bridge_in_sandbox, start_acp_transport,
 };
-#[cfg(feature = "sandbox")]
-pub use e2b_commands::{CommandLine, Commands};

@@ -11,7 +11,9 @@ use crate::error::AcpError;
 use crate::options::AcpOptions;
 use crate::process::{AgentProcess, ByteStream, ProcessExit};
 use crate::transport::{AcpTransport, AgentExit};
-use agent_client_protocol::{Agent, HandleConnectionClose, HandleDispatchFrom, RunWithConnectionTo};
+use agent_client_protocol::{
+    Agent, HandleConnectionClose, HandleDispatchFrom, RunWithConnectionTo,
+};
 
 /// Chunks buffered between the command's event stream and the transport's reader. The reader's
 /// own read queue ([`crate::DEFAULT_READ_QUEUE_DEPTH`]) is what bounds memory; this only decouples
@@ -162,14 +164,20 @@ async fn demux(
             Some(Err(e)) => {
                 let msg = e.to_string();
                 if let Some(tx) = &out_tx {
-                    let _ = tx.send(Err(AcpError::process("reading the agent's output", &msg))).await;
+                    let _ = tx
+                        .send(Err(AcpError::process("reading the agent's output", &msg)))
+                        .await;
                 }
                 break Err(AcpError::Sandbox {
                     action: "following the agent command",
                     source: Box::new(e),
                 });
             }
-            None => break Err(AcpError::closed("the command's event stream ended without an exit")),
+            None => {
+                break Err(AcpError::closed(
+                    "the command's event stream ended without an exit",
+                ));
+            }
         }
     };
     drop(out_tx);

@@ -469,7 +469,9 @@ impl Shared {
             };
             match tokio::time::timeout_at(grace_end, graceful).await {
                 Ok(Ok(())) => return Ok(()),
-                Ok(Err(e)) => tracing::debug!(error = %e, "graceful stop failed; killing the agent"),
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "graceful stop failed; killing the agent")
+                }
                 Err(_) => tracing::debug!("the agent did not exit after EOF; killing it"),
             }
         }

@@ -23,9 +23,18 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 async fn rust_client_through_the_bridge() {
     let (client_io, bridge_io) = tokio::io::duplex(64 * 1024);
     let (bridge_in, bridge_out) = tokio::io::split(bridge_io);
-    let transport = AcpTransport::start(LocalProcess::spawn(FAKE, Vec::<String>::new()).unwrap(), &AcpOptions::new()).unwrap();
+    let transport = AcpTransport::start(
+        LocalProcess::spawn(FAKE, Vec::<String>::new()).unwrap(),
+        &AcpOptions::new(),
+    )
+    .unwrap();
     let pid = transport.pid();
-    let bridge = tokio::spawn(run_bridge(bridge_in, bridge_out, transport, Duration::from_secs(5)));
+    let bridge = tokio::spawn(run_bridge(
+        bridge_in,
+        bridge_out,
+        transport,
+        Duration::from_secs(5),
+    ));
 
     let (client_in, client_out) = tokio::io::split(client_io);
     let fs_calls = Arc::new(AtomicUsize::new(0));
@@ -72,7 +81,11 @@ async fn rust_client_through_the_bridge() {
         .unwrap();
     assert_eq!(fs_calls.load(Ordering::SeqCst), 0);
     // the client closed its side: the bridge stops the agent and returns its exit
-    let exit = tokio::time::timeout(Duration::from_secs(10), bridge).await.unwrap().unwrap().unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(10), bridge)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(exit.success(), "{exit:?}");
     common::eventually_dead(pid).await;
 }
@@ -89,6 +102,9 @@ async fn bridge_returns_when_the_agent_exits() {
     )
     .await
     .unwrap();
-    assert!(matches!(r, Err(e2b_acp::AcpError::AgentFailed { code: Some(2), .. })), "{r:?}");
+    assert!(
+        matches!(r, Err(e2b_acp::AcpError::AgentFailed { code: Some(2), .. })),
+        "{r:?}"
+    );
     drop(client_io);
 }

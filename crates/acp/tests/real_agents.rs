@@ -39,15 +39,24 @@ fn require(path: &Path, what: &str) -> String {
 }
 
 fn python() -> String {
-    require(&agents_dir().join("venv/bin/python"), "the ACP Python SDK venv")
+    require(
+        &agents_dir().join("venv/bin/python"),
+        "the ACP Python SDK venv",
+    )
 }
 
 fn echo_agent() -> String {
-    require(&agents_dir().join("python/examples/echo_agent.py"), "the ACP Python SDK echo agent")
+    require(
+        &agents_dir().join("python/examples/echo_agent.py"),
+        "the ACP Python SDK echo agent",
+    )
 }
 
 fn gemini() -> String {
-    require(&agents_dir().join("npm/node_modules/.bin/gemini"), "Gemini CLI")
+    require(
+        &agents_dir().join("npm/node_modules/.bin/gemini"),
+        "Gemini CLI",
+    )
 }
 
 async fn sandbox() -> (e2b_test_support::TestEnvd, Commands, ()) {
@@ -63,7 +72,9 @@ async fn sandbox() -> (e2b_test_support::TestEnvd, Commands, ()) {
 fn all_caps() -> InitializeRequest {
     InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
         ClientCapabilities::new()
-            .fs(FileSystemCapabilities::new().read_text_file(true).write_text_file(true))
+            .fs(FileSystemCapabilities::new()
+                .read_text_file(true)
+                .write_text_file(true))
             .terminal(true),
     )
 }
@@ -71,7 +82,10 @@ fn all_caps() -> InitializeRequest {
 /// The initialize line the agent read, from the tee log in front of it.
 fn logged_initialize(log: &Path) -> Value {
     let text = std::fs::read_to_string(log).unwrap();
-    let line = text.lines().find(|l| l.contains("\"initialize\"")).expect("initialize in the log");
+    let line = text
+        .lines()
+        .find(|l| l.contains("\"initialize\""))
+        .expect("initialize in the log");
     serde_json::from_str(line).unwrap()
 }
 
@@ -99,18 +113,29 @@ async fn python_echo_agent_full_cycle_in_the_sandbox() {
         },
         on_receive_notification!(),
     );
-    let agent = e2b_acp::connect_acp_agent(&c, CommandLine::exec(py, [echo]), client, AcpOptions::new())
-        .await
-        .unwrap();
+    let agent =
+        e2b_acp::connect_acp_agent(&c, CommandLine::exec(py, [echo]), client, AcpOptions::new())
+            .await
+            .unwrap();
     let cx = agent.connection();
-    let init = tokio::time::timeout(Duration::from_secs(30), cx.send_request(all_caps()).block_task())
-        .await
-        .unwrap()
-        .unwrap();
+    let init = tokio::time::timeout(
+        Duration::from_secs(30),
+        cx.send_request(all_caps()).block_task(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(init.protocol_version, ProtocolVersion::V1);
-    let s = cx.send_request(NewSessionRequest::new("/tmp")).block_task().await.unwrap();
+    let s = cx
+        .send_request(NewSessionRequest::new("/tmp"))
+        .block_task()
+        .await
+        .unwrap();
     let r = cx
-        .send_request(PromptRequest::new(s.session_id, vec![ContentBlock::Text(TextContent::new("hello sandbox"))]))
+        .send_request(PromptRequest::new(
+            s.session_id,
+            vec![ContentBlock::Text(TextContent::new("hello sandbox"))],
+        ))
         .block_task()
         .await
         .unwrap();
@@ -119,7 +144,11 @@ async fn python_echo_agent_full_cycle_in_the_sandbox() {
     let t0 = std::time::Instant::now();
     agent.stop(Duration::from_secs(5)).await.unwrap();
     let exit = agent.wait().await.unwrap();
-    assert!(exit.success() && !exit.killed, "{exit:?}: exits on EOF in {:?}", t0.elapsed());
+    assert!(
+        exit.success() && !exit.killed,
+        "{exit:?}: exits on EOF in {:?}",
+        t0.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -131,18 +160,23 @@ async fn gemini_cli_initialize_and_session_new_in_the_sandbox() {
         .env("GEMINI_API_KEY", "dummy-key-for-offline-tests")
         .env("HOME", home.path().display().to_string())
         .cwd(home.path().display().to_string());
-    let agent = e2b_acp::connect_acp_agent(&c, CommandLine::exec(bin, ["--acp"]), Client.v1(), opts)
-        .await
-        .unwrap();
+    let agent =
+        e2b_acp::connect_acp_agent(&c, CommandLine::exec(bin, ["--acp"]), Client.v1(), opts)
+            .await
+            .unwrap();
     let cx = agent.connection();
-    let init = tokio::time::timeout(Duration::from_secs(60), cx.send_request(all_caps()).block_task())
-        .await
-        .expect("gemini initialize timed out")
-        .unwrap_or_else(|e| panic!("{e:?}\nstderr: {}", agent.stderr_tail()));
+    let init = tokio::time::timeout(
+        Duration::from_secs(60),
+        cx.send_request(all_caps()).block_task(),
+    )
+    .await
+    .expect("gemini initialize timed out")
+    .unwrap_or_else(|e| panic!("{e:?}\nstderr: {}", agent.stderr_tail()));
     assert_eq!(init.protocol_version, ProtocolVersion::V1);
     let s = tokio::time::timeout(
         Duration::from_secs(60),
-        cx.send_request(NewSessionRequest::new(home.path())).block_task(),
+        cx.send_request(NewSessionRequest::new(home.path()))
+            .block_task(),
     )
     .await
     .expect("gemini session/new timed out")
@@ -163,24 +197,38 @@ async fn bridge_with_the_rust_client_and_the_python_echo_agent() {
     let (bin, bout) = tokio::io::split(bridge_io);
     let c2 = c.clone();
     let bridge = tokio::spawn(async move {
-        e2b_acp::run_bridge_in_sandbox(&c2, CommandLine::shell(cmd), bin, bout, AcpOptions::new()).await
+        e2b_acp::run_bridge_in_sandbox(&c2, CommandLine::shell(cmd), bin, bout, AcpOptions::new())
+            .await
     });
     let (cin, cout) = tokio::io::split(client_io);
     Client
         .v1()
-        .connect_with(ByteStreams::new(cout.compat_write(), cin.compat()), async |cx: ConnectionTo<Agent>| {
-            cx.send_request(all_caps()).block_task().await?;
-            let s = cx.send_request(NewSessionRequest::new("/tmp")).block_task().await?;
-            let r = cx
-                .send_request(PromptRequest::new(s.session_id, vec![ContentBlock::Text(TextContent::new("hi"))]))
-                .block_task()
-                .await?;
-            assert_eq!(r.stop_reason, StopReason::EndTurn);
-            Ok(())
-        })
+        .connect_with(
+            ByteStreams::new(cout.compat_write(), cin.compat()),
+            async |cx: ConnectionTo<Agent>| {
+                cx.send_request(all_caps()).block_task().await?;
+                let s = cx
+                    .send_request(NewSessionRequest::new("/tmp"))
+                    .block_task()
+                    .await?;
+                let r = cx
+                    .send_request(PromptRequest::new(
+                        s.session_id,
+                        vec![ContentBlock::Text(TextContent::new("hi"))],
+                    ))
+                    .block_task()
+                    .await?;
+                assert_eq!(r.stop_reason, StopReason::EndTurn);
+                Ok(())
+            },
+        )
         .await
         .unwrap();
-    let exit = tokio::time::timeout(Duration::from_secs(10), bridge).await.unwrap().unwrap().unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(10), bridge)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(exit.success(), "{exit:?}");
     assert_caps_off(&logged_initialize(&log));
 }
@@ -191,7 +239,8 @@ async fn bridge_with_the_python_sdk_client_and_the_python_echo_agent() {
     let (envd, _c, ()) = sandbox().await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("agent-stdin.log");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/acp/python_client_bridge.py");
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/acp/python_client_bridge.py");
     let mut cmd = tokio::process::Command::new(&py);
     cmd.arg(&script)
         .arg(env!("CARGO_BIN_EXE_e2b-acp-bridge"))
@@ -204,7 +253,10 @@ async fn bridge_with_the_python_sdk_client_and_the_python_echo_agent() {
         .arg("/bin/sh")
         .arg("-c")
         .arg(format!("tee '{}' | exec '{py}' '{echo}'", log.display()));
-    let out = tokio::time::timeout(Duration::from_secs(90), cmd.output()).await.unwrap().unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("OK"),

@@ -6,12 +6,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use agent_client_protocol::Client;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     ClientCapabilities, ContentBlock, FileSystemCapabilities, InitializeRequest, NewSessionRequest,
     PromptRequest, StopReason, TextContent,
 };
-use agent_client_protocol::Client;
 use common::{FAKE, alive, eventually_dead, received, recv_json, request};
 use e2b_acp::{AcpError, AcpOptions, AcpTransport, CommandLine, Commands, Direction};
 use e2b_commands::{EnvdConnection, EnvdEndpoint};
@@ -28,9 +28,13 @@ async fn sandbox() -> (e2b_test_support::TestEnvd, Commands) {
 }
 
 async fn start(c: &Commands, args: &[&str], opts: AcpOptions) -> AcpTransport {
-    e2b_acp::start_acp_transport(c, CommandLine::exec(FAKE, args.iter().map(|s| s.to_string())), opts)
-        .await
-        .unwrap()
+    e2b_acp::start_acp_transport(
+        c,
+        CommandLine::exec(FAKE, args.iter().map(|s| s.to_string())),
+        opts,
+    )
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
@@ -65,7 +69,12 @@ async fn rewrite_interception_junk_and_utf8_through_the_daemon() {
     assert_eq!(before.len(), 1, "{before:?}");
     assert_eq!(before[0]["params"]["t"], json!("😀"));
     let lines = received(&t, 3).await;
-    assert!(lines.iter().any(|l| l.contains(r#""id":77,"error":{"code":-32601"#)), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(r#""id":77,"error":{"code":-32601"#)),
+        "{lines:?}"
+    );
     assert!(lines.iter().any(|l| l.contains("-32700")), "{lines:?}");
     t.stop(Duration::from_secs(5)).await.unwrap();
     let exit = t.wait().await.unwrap();
@@ -75,26 +84,54 @@ async fn rewrite_interception_junk_and_utf8_through_the_daemon() {
 #[tokio::test]
 async fn oversize_stderr_flood_and_failed_exit_through_the_daemon() {
     let (_envd, c) = sandbox().await;
-    let t = start(&c, &["--actions", r#"[{"stderr": 10485760}]"#], AcpOptions::new().max_message_bytes(100_000)).await;
+    let t = start(
+        &c,
+        &["--actions", r#"[{"stderr": 10485760}]"#],
+        AcpOptions::new().max_message_bytes(100_000),
+    )
+    .await;
     let (r, _) = request(&t, 1, "_fake/echo", json!({"ok": 1})).await;
     assert_eq!(r["result"], json!({"ok": 1}));
     assert!(t.stderr_tail().len() <= 64 * 1024);
-    t.send_json(&json!({"jsonrpc":"2.0","id":2,"method":"_fake/do","params":{"actions":[
-        {"notify":{"method":"_first"}}, {"big_line": 200_000}, {"sleep_ms": 30000}]}}))
+    t.send_json(
+        &json!({"jsonrpc":"2.0","id":2,"method":"_fake/do","params":{"actions":[
+        {"notify":{"method":"_first"}}, {"big_line": 200_000}, {"sleep_ms": 30000}]}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(recv_json(&t).await["method"], json!("_first"));
+    let err = tokio::time::timeout(Duration::from_secs(5), t.recv())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            AcpError::MessageTooLarge {
+                direction: Direction::FromAgent,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let w = tokio::time::timeout(Duration::from_secs(5), t.wait())
         .await
         .unwrap();
-    assert_eq!(recv_json(&t).await["method"], json!("_first"));
-    let err = tokio::time::timeout(Duration::from_secs(5), t.recv()).await.unwrap().unwrap().unwrap_err();
-    assert!(matches!(err, AcpError::MessageTooLarge { direction: Direction::FromAgent, .. }), "{err}");
-    let w = tokio::time::timeout(Duration::from_secs(5), t.wait()).await.unwrap();
     assert!(matches!(w, Err(AcpError::MessageTooLarge { .. })), "{w:?}");
 
     let t = start(&c, &[], AcpOptions::new()).await;
     t.send_json(&json!({"jsonrpc":"2.0","id":1,"method":"_fake/do","params":{"actions":[{"stderr": 3}, {"exit": 3}]}}))
         .await
         .unwrap();
-    let err = tokio::time::timeout(Duration::from_secs(5), t.wait()).await.unwrap().unwrap_err();
-    assert!(matches!(err, AcpError::AgentFailed { code: Some(3), .. }), "{err}");
+    let err = tokio::time::timeout(Duration::from_secs(5), t.wait())
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(err, AcpError::AgentFailed { code: Some(3), .. }),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -114,7 +151,10 @@ async fn back_pressure_and_kill_with_a_full_queue_through_the_daemon() {
     assert!(written < 2000, "agent was not paused: wrote {written}");
     let t0 = Instant::now();
     t.kill().await.unwrap();
-    let exit = tokio::time::timeout(Duration::from_secs(5), t.wait()).await.unwrap().unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(5), t.wait())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(exit.killed);
     assert!(t0.elapsed() < Duration::from_secs(2));
     eventually_dead(t.pid()).await;
@@ -127,7 +167,11 @@ async fn stop_kills_an_agent_ignoring_eof_and_drop_kills_through_the_daemon() {
     request(&t, 1, "_fake/echo", json!({})).await;
     let t0 = Instant::now();
     t.stop(Duration::from_millis(1000)).await.unwrap();
-    assert!(t0.elapsed() <= Duration::from_millis(1100), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() <= Duration::from_millis(1100),
+        "{:?}",
+        t0.elapsed()
+    );
     assert!(t.wait().await.unwrap().killed);
     eventually_dead(t.pid()).await;
 
@@ -152,19 +196,30 @@ async fn official_client_full_cycle_through_the_daemon() {
     .unwrap();
     let cx = agent.connection();
     let init = cx
-        .send_request(InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
-            ClientCapabilities::new()
-                .fs(FileSystemCapabilities::new().read_text_file(true).write_text_file(true))
-                .terminal(true),
-        ))
+        .send_request(
+            InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
+                ClientCapabilities::new()
+                    .fs(FileSystemCapabilities::new()
+                        .read_text_file(true)
+                        .write_text_file(true))
+                    .terminal(true),
+            ),
+        )
         .block_task()
         .await
         .unwrap();
     let seen: Value = init.meta.unwrap()["receivedClientCapabilities"].clone();
     assert_eq!(seen["terminal"], json!(false));
-    let s = cx.send_request(NewSessionRequest::new("/tmp")).block_task().await.unwrap();
+    let s = cx
+        .send_request(NewSessionRequest::new("/tmp"))
+        .block_task()
+        .await
+        .unwrap();
     let r = cx
-        .send_request(PromptRequest::new(s.session_id, vec![ContentBlock::Text(TextContent::new("hi"))]))
+        .send_request(PromptRequest::new(
+            s.session_id,
+            vec![ContentBlock::Text(TextContent::new("hi"))],
+        ))
         .block_task()
         .await
         .unwrap();
@@ -186,13 +241,20 @@ async fn through_the_e2b_facade_sandbox_local() {
     .unwrap();
     let init = agent
         .connection()
-        .send_request(InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
-            ClientCapabilities::new().fs(FileSystemCapabilities::new().read_text_file(true)).terminal(true),
-        ))
+        .send_request(
+            InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
+                ClientCapabilities::new()
+                    .fs(FileSystemCapabilities::new().read_text_file(true))
+                    .terminal(true),
+            ),
+        )
         .block_task()
         .await
         .unwrap();
-    assert_eq!(init.meta.unwrap()["receivedClientCapabilities"]["fs"]["readTextFile"], json!(false));
+    assert_eq!(
+        init.meta.unwrap()["receivedClientCapabilities"]["fs"]["readTextFile"],
+        json!(false)
+    );
     let pid = agent.pid();
     drop(agent);
     eventually_dead(pid).await;

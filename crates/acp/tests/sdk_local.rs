@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     ClientCapabilities, ContentBlock, FileSystemCapabilities, InitializeRequest, NewSessionRequest,
-    PromptRequest, ReadTextFileRequest, ReadTextFileResponse, SessionNotification,
-    StopReason, TextContent, WriteTextFileRequest, WriteTextFileResponse,
+    PromptRequest, ReadTextFileRequest, ReadTextFileResponse, SessionNotification, StopReason,
+    TextContent, WriteTextFileRequest, WriteTextFileResponse,
 };
-use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::{Client, on_receive_notification, on_receive_request};
 use common::FAKE;
 use e2b_acp::{AcpAgent, AcpError, AcpOptions, LocalProcess};
@@ -33,7 +33,8 @@ async fn connect(args: &[&str], opts: AcpOptions, c: Arc<Counters>) -> AcpAgent 
         .on_receive_notification(
             async move |n: SessionNotification, _cx| {
                 c1.updates.fetch_add(1, Ordering::SeqCst);
-                if let agent_client_protocol::v1::schema::SessionUpdate::AgentMessageChunk(chunk) = n.update
+                if let agent_client_protocol::v1::schema::SessionUpdate::AgentMessageChunk(chunk) =
+                    n.update
                     && let ContentBlock::Text(t) = chunk.content
                 {
                     c1.texts.lock().unwrap().push(t.text);
@@ -63,7 +64,9 @@ async fn connect(args: &[&str], opts: AcpOptions, c: Arc<Counters>) -> AcpAgent 
 fn init_all_caps() -> InitializeRequest {
     InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
         ClientCapabilities::new()
-            .fs(FileSystemCapabilities::new().read_text_file(true).write_text_file(true))
+            .fs(FileSystemCapabilities::new()
+                .read_text_file(true)
+                .write_text_file(true))
             .terminal(true),
     )
 }
@@ -84,15 +87,25 @@ async fn initialize_session_prompt_with_caps_forced_off() {
     assert_eq!(seen["terminal"], false);
     assert_eq!(init.agent_info.unwrap().name, "fake-acp-agent");
 
-    let s = cx.send_request(NewSessionRequest::new("/tmp")).block_task().await.unwrap();
+    let s = cx
+        .send_request(NewSessionRequest::new("/tmp"))
+        .block_task()
+        .await
+        .unwrap();
     let r = cx
-        .send_request(PromptRequest::new(s.session_id.clone(), vec![text("hello"), text("world")]))
+        .send_request(PromptRequest::new(
+            s.session_id.clone(),
+            vec![text("hello"), text("world")],
+        ))
         .block_task()
         .await
         .unwrap();
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     // updates arrive before the prompt response, in order
-    assert_eq!(*c.texts.lock().unwrap(), vec!["hello".to_owned(), "world".to_owned()]);
+    assert_eq!(
+        *c.texts.lock().unwrap(),
+        vec!["hello".to_owned(), "world".to_owned()]
+    );
 
     // agent fs requests never reach the registered handlers
     let r = cx
@@ -115,11 +128,18 @@ async fn nothing_is_dispatched_after_kill() {
     let agent = connect(&[], AcpOptions::new(), c.clone()).await;
     let cx = agent.connection().clone();
     cx.send_request(init_all_caps()).block_task().await.unwrap();
-    let s = cx.send_request(NewSessionRequest::new("/tmp")).block_task().await.unwrap();
-    cx.send_request(PromptRequest::new(s.session_id, vec![text(r#"do:[{"spam_ms":1}]"#)]))
+    let s = cx
+        .send_request(NewSessionRequest::new("/tmp"))
         .block_task()
         .await
         .unwrap();
+    cx.send_request(PromptRequest::new(
+        s.session_id,
+        vec![text(r#"do:[{"spam_ms":1}]"#)],
+    ))
+    .block_task()
+    .await
+    .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(c.updates.load(Ordering::SeqCst) > 0);
     agent.kill().await.unwrap();
@@ -137,18 +157,31 @@ async fn oversized_agent_message_fails_the_connection_with_a_typed_error() {
     let agent = connect(&[], AcpOptions::new().max_message_bytes(10_000), c).await;
     let cx = agent.connection().clone();
     cx.send_request(init_all_caps()).block_task().await.unwrap();
-    let s = cx.send_request(NewSessionRequest::new("/tmp")).block_task().await.unwrap();
+    let s = cx
+        .send_request(NewSessionRequest::new("/tmp"))
+        .block_task()
+        .await
+        .unwrap();
     let r = tokio::time::timeout(
         Duration::from_secs(5),
-        cx.send_request(PromptRequest::new(s.session_id, vec![text(r#"do:[{"big_line":20000},{"sleep_ms":30000}]"#)]))
-            .block_task(),
+        cx.send_request(PromptRequest::new(
+            s.session_id,
+            vec![text(r#"do:[{"big_line":20000},{"sleep_ms":30000}]"#)],
+        ))
+        .block_task(),
     )
     .await
     .unwrap();
     let err = r.unwrap_err();
     assert!(format!("{err:?}").contains("transport_error"), "{err:?}");
-    assert!(agent.transport_error().is_some_and(|e| e.is_message_too_large()));
-    let w = tokio::time::timeout(Duration::from_secs(5), agent.wait()).await.unwrap();
+    assert!(
+        agent
+            .transport_error()
+            .is_some_and(|e| e.is_message_too_large())
+    );
+    let w = tokio::time::timeout(Duration::from_secs(5), agent.wait())
+        .await
+        .unwrap();
     assert!(matches!(w, Err(AcpError::MessageTooLarge { .. })), "{w:?}");
 }
 
@@ -158,11 +191,16 @@ async fn oversized_outgoing_request_fails_alone() {
     let agent = connect(&[], AcpOptions::new().max_message_bytes(10_000), c).await;
     let cx = agent.connection().clone();
     cx.send_request(init_all_caps()).block_task().await.unwrap();
-    let s = cx.send_request(NewSessionRequest::new("/tmp")).block_task().await.unwrap();
+    let s = cx
+        .send_request(NewSessionRequest::new("/tmp"))
+        .block_task()
+        .await
+        .unwrap();
     let big = "x".repeat(20_000);
     let err = tokio::time::timeout(
         Duration::from_secs(5),
-        cx.send_request(PromptRequest::new(s.session_id.clone(), vec![text(&big)])).block_task(),
+        cx.send_request(PromptRequest::new(s.session_id.clone(), vec![text(&big)]))
+            .block_task(),
     )
     .await
     .unwrap()
@@ -183,16 +221,26 @@ async fn agent_crash_fails_pending_requests_promptly() {
     let agent = connect(&[], AcpOptions::new(), c).await;
     let cx = agent.connection().clone();
     cx.send_request(init_all_caps()).block_task().await.unwrap();
-    let s = cx.send_request(NewSessionRequest::new("/tmp")).block_task().await.unwrap();
+    let s = cx
+        .send_request(NewSessionRequest::new("/tmp"))
+        .block_task()
+        .await
+        .unwrap();
     let t0 = std::time::Instant::now();
     let r = tokio::time::timeout(
         Duration::from_secs(5),
-        cx.send_request(PromptRequest::new(s.session_id, vec![text(r#"do:[{"stderr":5},{"exit":1}]"#)]))
-            .block_task(),
+        cx.send_request(PromptRequest::new(
+            s.session_id,
+            vec![text(r#"do:[{"stderr":5},{"exit":1}]"#)],
+        ))
+        .block_task(),
     )
     .await
     .unwrap();
     assert!(r.is_err());
     assert!(t0.elapsed() < Duration::from_secs(1));
-    assert!(matches!(agent.wait().await, Err(AcpError::AgentFailed { code: Some(1), .. })));
+    assert!(matches!(
+        agent.wait().await,
+        Err(AcpError::AgentFailed { code: Some(1), .. })
+    ));
 }

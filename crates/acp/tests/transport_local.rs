@@ -62,7 +62,10 @@ async fn fs_and_terminal_requests_are_answered_in_the_transport() {
 #[tokio::test]
 async fn reply_to_a_request_sent_before_initialize_is_one_whole_line() {
     let t = start(
-        &["--actions", r#"[{"request":{"id":5,"method":"fs/write_text_file","params":{}}}]"#],
+        &[
+            "--actions",
+            r#"[{"request":{"id":5,"method":"fs/write_text_file","params":{}}}]"#,
+        ],
         AcpOptions::new(),
     );
     let (r, before) = request(&t, 1, "initialize", json!({"protocolVersion":1})).await;
@@ -73,7 +76,10 @@ async fn reply_to_a_request_sent_before_initialize_is_one_whole_line() {
     for l in &lines {
         serde_json::from_str::<Value>(l).unwrap_or_else(|_| panic!("broken line {l:?}"));
     }
-    assert!(lines.iter().any(|l| l.contains(r#""id":5,"error""#)), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains(r#""id":5,"error""#)),
+        "{lines:?}"
+    );
 }
 
 #[tokio::test]
@@ -89,7 +95,10 @@ async fn blank_lines_skipped_and_junk_gets_a_parse_error_reply() {
     assert_eq!(before[0]["method"], json!("_after"));
     let lines = received(&t, 2).await;
     let parse_errors = lines.iter().filter(|l| l.contains("-32700")).count();
-    assert_eq!(parse_errors, 2, "junk and invalid UTF-8 answered once each: {lines:?}");
+    assert_eq!(
+        parse_errors, 2,
+        "junk and invalid UTF-8 answered once each: {lines:?}"
+    );
 }
 
 #[tokio::test]
@@ -101,7 +110,11 @@ async fn utf8_split_across_writes_arrives_whole() {
     let euro = msg.find('€').unwrap() + 1;
     let emoji = msg.find('😀').unwrap() + 2;
     let to_hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    let parts = [to_hex(&bytes[..euro]), to_hex(&bytes[euro..emoji]), to_hex(&bytes[emoji..])];
+    let parts = [
+        to_hex(&bytes[..euro]),
+        to_hex(&bytes[euro..emoji]),
+        to_hex(&bytes[emoji..]),
+    ];
     let before = do_actions(&t, 1, json!([{"emit_hex_parts": parts, "delay_ms": 50}])).await;
     assert_eq!(before[0]["params"]["t"], json!("€😀"));
 }
@@ -109,7 +122,10 @@ async fn utf8_split_across_writes_arrives_whole() {
 #[tokio::test]
 async fn final_unterminated_line_is_delivered_at_eof() {
     let t = start(
-        &["--actions", r#"[{"emit":"{\"jsonrpc\":\"2.0\",\"method\":\"_last\"}"},{"exit":0}]"#],
+        &[
+            "--actions",
+            r#"[{"emit":"{\"jsonrpc\":\"2.0\",\"method\":\"_last\"}"},{"exit":0}]"#,
+        ],
         AcpOptions::new(),
     );
     let v = recv_json(&t).await;
@@ -128,13 +144,26 @@ async fn oversized_line_gives_a_typed_error_after_earlier_lines_and_kills_the_ag
     .unwrap();
     let first = recv_json(&t).await;
     assert_eq!(first["method"], json!("_first"));
-    let err = tokio::time::timeout(Duration::from_secs(5), t.recv()).await.unwrap().unwrap().unwrap_err();
+    let err = tokio::time::timeout(Duration::from_secs(5), t.recv())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
     assert!(
-        matches!(err, AcpError::MessageTooLarge { direction: Direction::FromAgent, limit: 4096, .. }),
+        matches!(
+            err,
+            AcpError::MessageTooLarge {
+                direction: Direction::FromAgent,
+                limit: 4096,
+                ..
+            }
+        ),
         "{err}"
     );
     assert!(t.recv().await.is_none());
-    let w = tokio::time::timeout(Duration::from_secs(5), t.wait()).await.unwrap();
+    let w = tokio::time::timeout(Duration::from_secs(5), t.wait())
+        .await
+        .unwrap();
     assert!(matches!(w, Err(AcpError::MessageTooLarge { .. })), "{w:?}");
     eventually_dead(t.pid()).await;
 }
@@ -149,12 +178,18 @@ async fn exactly_the_limit_passes() {
 #[tokio::test]
 async fn a_line_that_never_ends_fails_without_a_newline() {
     let t = start(&[], AcpOptions::new().max_message_bytes(100_000));
-    t.send_json(&json!({"jsonrpc":"2.0","id":1,"method":"_fake/do","params":{"actions":[
-        {"big_line": 300_000, "newline": false}, {"sleep_ms": 30000}
-    ]}}))
+    t.send_json(
+        &json!({"jsonrpc":"2.0","id":1,"method":"_fake/do","params":{"actions":[
+            {"big_line": 300_000, "newline": false}, {"sleep_ms": 30000}
+        ]}}),
+    )
     .await
     .unwrap();
-    let err = tokio::time::timeout(Duration::from_secs(5), t.recv()).await.unwrap().unwrap().unwrap_err();
+    let err = tokio::time::timeout(Duration::from_secs(5), t.recv())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
     assert!(err.is_message_too_large());
 }
 
@@ -163,8 +198,20 @@ async fn outgoing_message_over_the_limit_is_refused_locally() {
     let t = start(&[], AcpOptions::new().max_message_bytes(1000));
     let big = json!({"jsonrpc":"2.0","id":1,"method":"_fake/echo","params":{"x":"a".repeat(2000)}});
     let err = t.send_json(&big).await.unwrap_err();
-    assert!(matches!(err, AcpError::MessageTooLarge { direction: Direction::ToAgent, .. }), "{err}");
-    assert!(matches!(t.send("{\"a\":1}\n{\"b\":2}").await, Err(AcpError::InvalidMessage { .. })));
+    assert!(
+        matches!(
+            err,
+            AcpError::MessageTooLarge {
+                direction: Direction::ToAgent,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(matches!(
+        t.send("{\"a\":1}\n{\"b\":2}").await,
+        Err(AcpError::InvalidMessage { .. })
+    ));
     let (r, _) = request(&t, 2, "_fake/echo", json!({"ok": true})).await;
     assert_eq!(r["result"], json!({"ok": true}));
     let lines = received(&t, 3).await;
@@ -185,7 +232,11 @@ async fn stderr_flood_is_drained_and_the_tail_is_bounded() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let tail = t.stderr_tail();
     assert!(tail.len() <= 64 * 1024);
-    assert!(tail.ends_with("stderr done\n"), "{}", &tail[tail.len().saturating_sub(40)..]);
+    assert!(
+        tail.ends_with("stderr done\n"),
+        "{}",
+        &tail[tail.len().saturating_sub(40)..]
+    );
     assert!(seen.load(Ordering::Relaxed) >= 10 * 1024 * 1024);
 }
 
@@ -250,7 +301,10 @@ async fn stop_closes_stdin_and_the_agent_exits() {
 async fn stop_reports_a_failed_exit_after_eof() {
     let t = start(&["--eof-exit", "4"], AcpOptions::new());
     t.stop(Duration::from_secs(5)).await.unwrap();
-    assert!(matches!(t.wait().await, Err(AcpError::AgentFailed { code: Some(4), .. })));
+    assert!(matches!(
+        t.wait().await,
+        Err(AcpError::AgentFailed { code: Some(4), .. })
+    ));
 }
 
 #[tokio::test]
@@ -282,11 +336,21 @@ async fn stop_with_a_full_write_queue_and_an_agent_not_reading_ends_in_a_kill() 
         n
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!writer.is_finished(), "the writer should be blocked by back-pressure");
+    assert!(
+        !writer.is_finished(),
+        "the writer should be blocked by back-pressure"
+    );
     let t0 = Instant::now();
     t.stop(Duration::from_secs(1)).await.unwrap();
-    assert!(t0.elapsed() <= Duration::from_millis(1100), "{:?}", t0.elapsed());
-    let sent = tokio::time::timeout(Duration::from_secs(2), writer).await.unwrap().unwrap();
+    assert!(
+        t0.elapsed() <= Duration::from_millis(1100),
+        "{:?}",
+        t0.elapsed()
+    );
+    let sent = tokio::time::timeout(Duration::from_secs(2), writer)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(sent < 100);
     assert!(t.wait().await.unwrap().killed);
 }
@@ -300,13 +364,19 @@ async fn kill_with_a_full_read_queue_lets_the_exit_be_seen() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let t0 = Instant::now();
     t.kill().await.unwrap();
-    let exit = tokio::time::timeout(Duration::from_secs(3), t.wait()).await.unwrap().unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(3), t.wait())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(exit.killed);
     assert!(t0.elapsed() < Duration::from_secs(1));
     t.kill().await.unwrap();
     // queued messages stay readable, then the stream ends
     let mut n = 0;
-    while let Some(m) = tokio::time::timeout(Duration::from_secs(2), t.recv()).await.unwrap() {
+    while let Some(m) = tokio::time::timeout(Duration::from_secs(2), t.recv())
+        .await
+        .unwrap()
+    {
         m.unwrap();
         n += 1;
     }
@@ -320,7 +390,10 @@ async fn nothing_is_received_after_kill_even_if_the_agent_keeps_emitting() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     t.kill().await.unwrap();
     let mut after = 0;
-    while let Some(m) = tokio::time::timeout(Duration::from_secs(2), t.recv()).await.unwrap() {
+    while let Some(m) = tokio::time::timeout(Duration::from_secs(2), t.recv())
+        .await
+        .unwrap()
+    {
         let v: Value = serde_json::from_slice(&m.unwrap()).unwrap();
         // fs requests were answered in the transport, never forwarded
         assert_ne!(v["method"], json!("fs/write_text_file"));
@@ -353,9 +426,14 @@ async fn failed_exit_is_reported_by_wait_with_the_stderr_tail() {
     t.send_json(&json!({"jsonrpc":"2.0","id":1,"method":"_fake/do","params":{"actions":[{"stderr": 10}, {"exit": 3}]}}))
         .await
         .unwrap();
-    let err = tokio::time::timeout(Duration::from_secs(5), t.wait()).await.unwrap().unwrap_err();
+    let err = tokio::time::timeout(Duration::from_secs(5), t.wait())
+        .await
+        .unwrap()
+        .unwrap_err();
     match err {
-        AcpError::AgentFailed { code, stderr_tail, .. } => {
+        AcpError::AgentFailed {
+            code, stderr_tail, ..
+        } => {
             assert_eq!(code, Some(3));
             assert!(stderr_tail.contains("stderr done"));
         }
@@ -364,7 +442,10 @@ async fn failed_exit_is_reported_by_wait_with_the_stderr_tail() {
     // writing to a dead agent is an error, not a panic or a hang
     let r = tokio::time::timeout(Duration::from_secs(2), async {
         loop {
-            if t.send("{\"jsonrpc\":\"2.0\",\"method\":\"x\"}").await.is_err() {
+            if t.send("{\"jsonrpc\":\"2.0\",\"method\":\"x\"}")
+                .await
+                .is_err()
+            {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;

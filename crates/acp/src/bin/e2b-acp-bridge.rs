@@ -40,7 +40,9 @@ async fn main() {
         }
         i += 1;
     }
-    let (Some(url), Some(program)) = (url, args.get(i)) else { usage() };
+    let (Some(url), Some(program)) = (url, args.get(i)) else {
+        usage()
+    };
     let mut ep = EnvdEndpoint::new(url);
     if let Some(t) = token {
         ep = ep.access_token(t);

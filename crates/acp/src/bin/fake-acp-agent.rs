@@ -43,7 +43,9 @@ fn hex(s: &str) -> Vec<u8> {
 }
 
 fn run_actions(out: &Out, actions: &Value) {
-    let Some(list) = actions.as_array() else { return };
+    let Some(list) = actions.as_array() else {
+        return;
+    };
     for a in list {
         if let Some(t) = a.get("emit").and_then(Value::as_str) {
             write_raw(out, t.as_bytes());
@@ -71,7 +73,8 @@ fn run_actions(out: &Out, actions: &Value) {
         }
         if let Some(n) = a.get("big_line").and_then(Value::as_u64) {
             let n = n as usize;
-            let pad = n.saturating_sub(r#"{"jsonrpc":"2.0","method":"_big","params":{"x":""}}"#.len());
+            let pad =
+                n.saturating_sub(r#"{"jsonrpc":"2.0","method":"_big","params":{"x":""}}"#.len());
             let mut line = format!(
                 r#"{{"jsonrpc":"2.0","method":"_big","params":{{"x":"{}"}}}}"#,
                 "a".repeat(pad)
@@ -176,12 +179,18 @@ fn main() {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_owned();
+        let line = String::from_utf8_lossy(&buf)
+            .trim_end_matches(['\n', '\r'])
+            .to_owned();
         received.push(line.clone());
-        let Ok(msg) = serde_json::from_str::<Value>(&line) else { continue };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
         let id = msg.get("id").cloned();
         let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
-        let (Some(method), Some(id)) = (method, id) else { continue };
+        let (Some(method), Some(id)) = (method, id) else {
+            continue;
+        };
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
         let result = match method.as_str() {
             "initialize" => Some(json!({
@@ -193,7 +202,11 @@ fn main() {
             })),
             "session/new" => Some(json!({"sessionId": "fake-1"})),
             "session/prompt" => {
-                let blocks = params.get("prompt").and_then(Value::as_array).cloned().unwrap_or_default();
+                let blocks = params
+                    .get("prompt")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
                 for b in &blocks {
                     let text = b.get("text").and_then(Value::as_str).unwrap_or("");
                     if let Some(script) = text.strip_prefix("do:") {
@@ -202,9 +215,12 @@ fn main() {
                         }
                         continue;
                     }
-                    write_json(&out, &json!({"jsonrpc":"2.0","method":"session/update","params":{
+                    write_json(
+                        &out,
+                        &json!({"jsonrpc":"2.0","method":"session/update","params":{
                         "sessionId": params.get("sessionId").cloned().unwrap_or(Value::Null),
-                        "update": {"sessionUpdate":"agent_message_chunk","content":{"type":"text","text": text}}}}));
+                        "update": {"sessionUpdate":"agent_message_chunk","content":{"type":"text","text": text}}}}),
+                    );
                 }
                 Some(json!({"stopReason": "end_turn"}))
             }

@@ -1,4 +1,10 @@
-#![allow(dead_code, unreachable_pub, missing_docs, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
 
 use std::time::Duration;
 
@@ -32,7 +38,12 @@ pub async fn response(t: &AcpTransport, id: u64) -> (Value, Vec<Value>) {
     }
 }
 
-pub async fn request(t: &AcpTransport, id: u64, method: &str, params: Value) -> (Value, Vec<Value>) {
+pub async fn request(
+    t: &AcpTransport,
+    id: u64,
+    method: &str,
+    params: Value,
+) -> (Value, Vec<Value>) {
     t.send_json(&json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}))
         .await
         .expect("send");
@@ -40,7 +51,9 @@ pub async fn request(t: &AcpTransport, id: u64, method: &str, params: Value) -> 
 }
 
 pub async fn do_actions(t: &AcpTransport, id: u64, actions: Value) -> Vec<Value> {
-    request(t, id, "_fake/do", json!({"actions": actions})).await.1
+    request(t, id, "_fake/do", json!({"actions": actions}))
+        .await
+        .1
 }
 
 pub async fn received(t: &AcpTransport, id: u64) -> Vec<String> {
