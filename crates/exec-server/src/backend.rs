@@ -11,10 +11,14 @@ use futures::stream::BoxStream;
 use crate::error::{BackendError, FileError};
 
 /// What to run.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct RunSpec {
     /// A shell command line.
     pub(crate) cmd: String,
+    /// The shell that runs it (`<shell> -c <cmd>`).
+    pub(crate) shell: String,
+    /// Run the shell as a login shell (`-l`).
+    pub(crate) login_shell: bool,
     /// Working directory; the sandbox default when `None`.
     pub(crate) cwd: Option<String>,
     /// Extra environment variables.
@@ -24,6 +28,21 @@ pub(crate) struct RunSpec {
     /// A lifetime after which the sandbox itself kills the process group (a safety net; the
     /// server enforces the real timeout). `None`: none.
     pub(crate) hard_timeout: Option<std::time::Duration>,
+}
+
+impl RunSpec {
+    /// `cmd` run by `/bin/sh -c`, nothing else set.
+    pub(crate) fn sh(cmd: impl Into<String>) -> Self {
+        Self {
+            cmd: cmd.into(),
+            shell: "/bin/sh".into(),
+            login_shell: false,
+            cwd: None,
+            env: HashMap::new(),
+            stdin: None,
+            hard_timeout: None,
+        }
+    }
 }
 
 /// How a process ended.

@@ -207,10 +207,7 @@ async fn run_script(
     cmd: String,
     limits: &ExecLimits,
 ) -> Result<(Vec<u8>, i32), String> {
-    let spec = RunSpec {
-        cmd,
-        ..RunSpec::default()
-    };
+    let spec = RunSpec::sh(cmd);
     let o = exec::run(
         backend,
         spec,

@@ -79,6 +79,20 @@ pub struct ExecServerArgs {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
 
+    /// The shell that runs exec_command's `cmd` as `<shell> -c <cmd>`.
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "EXEC_SERVER_SHELL",
+        default_value = "/bin/bash"
+    )]
+    pub shell: String,
+
+    /// Run the shell as a login shell (`-l`, E2B's convention; sources the profile on every
+    /// command, which costs time).
+    #[arg(long)]
+    pub login_shell: bool,
+
     /// Milliseconds between progress notifications carrying new output.
     #[arg(long, value_name = "MS", default_value_t = 250)]
     pub progress_interval_ms: u64,
@@ -103,6 +117,8 @@ impl Default for ExecServerArgs {
             allowed_hosts: Vec::new(),
             json_response: false,
             cwd: None,
+            shell: "/bin/bash".into(),
+            login_shell: false,
             progress_interval_ms: 250,
         }
     }

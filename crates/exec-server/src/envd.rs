@@ -266,14 +266,18 @@ impl SandboxBackend for EnvdBackend {
 
     async fn spawn(&self, spec: RunSpec) -> Result<Spawned, BackendError> {
         let has_stdin = spec.stdin.is_some();
+        let mut args = Vec::with_capacity(3);
+        if spec.login_shell {
+            args.push("-l".to_owned());
+        }
+        args.push("-c".to_owned());
+        args.push(spec.cmd);
+        let cmd = CommandLine::Exec {
+            program: spec.shell,
+            args,
+        };
         let (handle, events) = self
-            .start(
-                CommandLine::from(spec.cmd),
-                spec.cwd,
-                spec.env,
-                has_stdin,
-                spec.hard_timeout,
-            )
+            .start(cmd, spec.cwd, spec.env, has_stdin, spec.hard_timeout)
             .await?;
         let handle = std::sync::Arc::new(handle);
         if let Some(data) = spec.stdin {

@@ -73,7 +73,10 @@ impl SandboxBackend for HostBackend {
     }
 
     async fn spawn(&self, spec: RunSpec) -> Result<Spawned, BackendError> {
-        let mut cmd = tokio::process::Command::new("/bin/sh");
+        let mut cmd = tokio::process::Command::new(&spec.shell);
+        if spec.login_shell {
+            cmd.arg("-l");
+        }
         cmd.arg("-c")
             .arg(&spec.cmd)
             .process_group(0)

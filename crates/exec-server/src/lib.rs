@@ -88,6 +88,8 @@ impl ExecServerHandle {
             legacy_text: args.legacy_text,
             max_chunk_bytes: args.max_chunk_bytes,
             default_cwd: args.cwd.clone(),
+            shell: args.shell.clone(),
+            login_shell: args.login_shell,
         };
         Self {
             server: ExecServer::new(backend, settings),

@@ -55,6 +55,8 @@ pub(crate) struct ServerSettings {
     pub(crate) legacy_text: bool,
     pub(crate) max_chunk_bytes: u64,
     pub(crate) default_cwd: Option<String>,
+    pub(crate) shell: String,
+    pub(crate) login_shell: bool,
 }
 
 struct Inner {
@@ -235,6 +237,8 @@ impl ExecServer {
         };
         let spec = RunSpec {
             cmd: args.cmd,
+            shell: s.shell.clone(),
+            login_shell: s.login_shell,
             cwd: args.cwd.or_else(|| s.default_cwd.clone()),
             env: args.env.unwrap_or_default(),
             stdin: args.stdin.map(|t| Bytes::from(t.into_bytes())),
