@@ -58,7 +58,13 @@ async fn connect_to_unknown_pid_is_not_found() {
 
 #[tokio::test]
 async fn reconnect_after_disconnect() {
-    let env = common::env().await;
+    for t in common::TRANSPORTS {
+        reconnect_after_disconnect_on(t).await;
+    }
+}
+
+async fn reconnect_after_disconnect_on(t: e2b_commands::Transport) {
+    let env = common::env_with(t).await;
     let h = env
         .commands
         .start(
