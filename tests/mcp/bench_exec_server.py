@@ -97,6 +97,41 @@ async def transfer(s: ClientSession, pid: int, label: str) -> dict:
     }
 
 
+def raw_stdio() -> None:
+    """Server-side throughput without the Python SDK's parsing: raw JSON-RPC lines over stdio."""
+    import json
+
+    p = subprocess.Popen([BIN, "--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert p.stdin and p.stdout
+
+    def rpc(i: int, method: str, params: dict) -> bytes:
+        p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n").encode())
+        p.stdin.flush()
+        return p.stdout.readline()
+
+    try:
+        rpc(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "b", "version": "1"}})
+        p.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        data = os.urandom(SIZE)
+        path = f"/tmp/e2b-bench-raw-{os.getpid()}.bin"
+        t = time.perf_counter()
+        for off in range(0, SIZE, CHUNK):
+            a = {"path": path, "content_base64": base64.b64encode(data[off : off + CHUNK]).decode()}
+            if off:
+                a["offset"] = off
+            assert b'"isError":true' not in rpc(1, "tools/call", {"name": "upload_file", "arguments": a})
+        up = time.perf_counter() - t
+        t = time.perf_counter()
+        for off in range(0, SIZE, CHUNK):
+            rpc(2, "tools/call", {"name": "download_file", "arguments": {"path": path, "offset": off, "length": CHUNK}})
+        down = time.perf_counter() - t
+        rpc(3, "tools/call", {"name": "exec_command", "arguments": {"cmd": f"rm -f {path}"}})
+        print(f"raw stdio {SIZE // MiB} MiB (no SDK parsing): upload {SIZE / MiB / up:.1f} MiB/s, download {SIZE / MiB / down:.1f} MiB/s, server peak RSS {vm_hwm_kib(p.pid) / 1024:.1f} MiB")
+    finally:
+        p.kill()
+        p.wait()
+
+
 async def main() -> None:
     print(f"binary: {BIN}")
     local = local_spawn_median()
@@ -145,3 +180,4 @@ if __name__ == "__main__":
     if not os.path.isfile(BIN):
         sys.exit(f"missing: {BIN}; build it with `cargo build --release -p e2b-exec-server` or set E2B_EXEC_SERVER_BIN")
     anyio.run(main)
+    raw_stdio()
