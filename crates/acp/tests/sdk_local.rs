@@ -244,3 +244,24 @@ async fn agent_crash_fails_pending_requests_promptly() {
         Err(AcpError::AgentFailed { code: Some(1), .. })
     ));
 }
+
+#[tokio::test]
+async fn out_of_order_responses_are_routed() {
+    use agent_client_protocol::UntypedMessage;
+    let c = Arc::new(Counters::default());
+    let agent = connect(&[], AcpOptions::new(), c).await;
+    let cx = agent.connection().clone();
+    cx.send_request(init_all_caps()).block_task().await.unwrap();
+    let slow = cx
+        .send_request(
+            UntypedMessage::new("_fake/echo", serde_json::json!({"delay_ms": 300, "n": 1}))
+                .unwrap(),
+        )
+        .block_task();
+    let fast = cx
+        .send_request(UntypedMessage::new("_fake/echo", serde_json::json!({"n": 2})).unwrap())
+        .block_task();
+    let (slow, fast) = tokio::join!(slow, fast);
+    assert_eq!(slow.unwrap()["n"], 1);
+    assert_eq!(fast.unwrap()["n"], 2);
+}

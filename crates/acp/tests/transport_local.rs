@@ -480,3 +480,43 @@ async fn invalid_options_are_rejected() {
     let err = e2b_acp::AcpTransport::start(p, &AcpOptions::new().max_message_bytes(0)).unwrap_err();
     assert!(matches!(err, AcpError::InvalidOptions { .. }));
 }
+
+#[tokio::test]
+async fn stop_keeps_queued_messages_readable_and_drops_later_ones() {
+    let t = start(&["--ignore-eof"], AcpOptions::new().read_queue_depth(16));
+    t.send_json(&json!({"jsonrpc":"2.0","id":1,"method":"_fake/do","params":{"actions":[{"flood":{"count":100,"size":10}}]}}))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    t.stop(Duration::from_millis(500)).await.unwrap();
+    let mut n = 0;
+    while let Some(m) = tokio::time::timeout(Duration::from_secs(2), t.recv())
+        .await
+        .unwrap()
+    {
+        let v: Value = serde_json::from_slice(&m.unwrap()).unwrap();
+        assert_eq!(v["params"]["i"], json!(n));
+        n += 1;
+    }
+    assert_eq!(n, 16, "the queued messages, in order, and nothing after");
+}
+
+#[tokio::test]
+async fn many_pipelined_requests_keep_their_order() {
+    let t = Arc::new(start(&[], AcpOptions::new()));
+    let t2 = t.clone();
+    let sender = tokio::spawn(async move {
+        for i in 0..2000u64 {
+            t2.send_json(&json!({"jsonrpc":"2.0","id":i,"method":"_fake/echo","params":{"i":i}}))
+                .await
+                .unwrap();
+        }
+    });
+    for i in 0..2000u64 {
+        let v = recv_json(&t).await;
+        assert_eq!(v["id"], json!(i));
+    }
+    sender.await.unwrap();
+    let lines = received(&t, 99_999).await;
+    assert_eq!(lines.len(), 2001);
+}

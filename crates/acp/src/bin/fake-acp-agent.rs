@@ -229,7 +229,18 @@ fn main() {
                 Some(json!({}))
             }
             "_fake/received" => Some(json!({"lines": received})),
-            "_fake/echo" => Some(params),
+            "_fake/echo" => {
+                // `delay_ms` answers later from a thread, so responses can come out of order.
+                if let Some(ms) = params.get("delay_ms").and_then(Value::as_u64) {
+                    let out = out.clone();
+                    std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_millis(ms));
+                        write_json(&out, &json!({"jsonrpc":"2.0","id": id, "result": params}));
+                    });
+                    continue;
+                }
+                Some(params)
+            }
             _ => None,
         };
         match result {
