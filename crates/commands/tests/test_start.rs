@@ -52,7 +52,14 @@ async fn stdin_is_closed_by_default() {
 
 #[tokio::test]
 async fn command_timeout_kills_the_process() {
-    let env = common::env().await;
+    for t in common::TRANSPORTS {
+        command_timeout_kills_the_process_on(t).await;
+    }
+}
+
+/// `Connect-Timeout-Ms` is sent on `Start` whatever the transport.
+async fn command_timeout_kills_the_process_on(t: e2b_commands::Transport) {
+    let env = common::env_with(t).await;
     let t0 = Instant::now();
     let err = env
         .commands
