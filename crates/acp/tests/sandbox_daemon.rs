@@ -156,7 +156,7 @@ async fn back_pressure_and_kill_with_a_full_queue_through_the_daemon() {
         .unwrap()
         .unwrap();
     assert!(exit.killed);
-    assert!(t0.elapsed() < Duration::from_secs(2));
+    assert!(t0.elapsed() < Duration::from_secs(3));
     eventually_dead(t.pid()).await;
 }
 
@@ -168,7 +168,7 @@ async fn stop_kills_an_agent_ignoring_eof_and_drop_kills_through_the_daemon() {
     let t0 = Instant::now();
     t.stop(Duration::from_millis(1000)).await.unwrap();
     assert!(
-        t0.elapsed() <= Duration::from_millis(1100),
+        t0.elapsed() <= Duration::from_millis(1500),
         "{:?}",
         t0.elapsed()
     );

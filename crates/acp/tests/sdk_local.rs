@@ -238,7 +238,7 @@ async fn agent_crash_fails_pending_requests_promptly() {
     .await
     .unwrap();
     assert!(r.is_err());
-    assert!(t0.elapsed() < Duration::from_secs(1));
+    assert!(t0.elapsed() < Duration::from_secs(2));
     assert!(matches!(
         agent.wait().await,
         Err(AcpError::AgentFailed { code: Some(1), .. })

@@ -314,7 +314,7 @@ async fn stop_kills_an_agent_that_ignores_eof_within_the_timeout() {
     let t0 = Instant::now();
     t.stop(Duration::from_millis(800)).await.unwrap();
     let took = t0.elapsed();
-    assert!(took <= Duration::from_millis(900), "{took:?}");
+    assert!(took <= Duration::from_millis(1100), "{took:?}");
     assert!(t.wait().await.unwrap().killed);
     eventually_dead(t.pid()).await;
 }
@@ -343,7 +343,7 @@ async fn stop_with_a_full_write_queue_and_an_agent_not_reading_ends_in_a_kill() 
     let t0 = Instant::now();
     t.stop(Duration::from_secs(1)).await.unwrap();
     assert!(
-        t0.elapsed() <= Duration::from_millis(1100),
+        t0.elapsed() <= Duration::from_millis(1400),
         "{:?}",
         t0.elapsed()
     );
@@ -369,7 +369,7 @@ async fn kill_with_a_full_read_queue_lets_the_exit_be_seen() {
         .unwrap()
         .unwrap();
     assert!(exit.killed);
-    assert!(t0.elapsed() < Duration::from_secs(1));
+    assert!(t0.elapsed() < Duration::from_secs(2));
     t.kill().await.unwrap();
     // queued messages stay readable, then the stream ends
     let mut n = 0;
