@@ -3,6 +3,7 @@
 
 mod pty;
 mod spawn;
+mod subscriber;
 mod table;
 
 use std::pin::Pin;
@@ -132,7 +133,7 @@ const COALESCE_LIMIT: usize = 1 << 20;
 /// When a subscriber falls behind, several data chunks of the same stream wait in its channel;
 /// merge them into one event (up to [`COALESCE_LIMIT`]) so a slow consumer pays per-message
 /// costs less often. Order is kept: a different event stops the merge and is delivered next.
-fn coalesce(first: Event, rx: &mut tokio::sync::mpsc::Receiver<Event>, pending: &mut Option<Event>) -> Event {
+fn coalesce(first: Event, rx: &mut subscriber::SubRx, pending: &mut Option<Event>) -> Event {
     use e2b_envd_proto::process::process_event::{DataEvent, data_event::Output};
     let Event::Data(DataEvent { output: Some(mut out) }) = first else { return first };
     loop {
@@ -142,7 +143,7 @@ fn coalesce(first: Event, rx: &mut tokio::sync::mpsc::Receiver<Event>, pending: 
         if len >= COALESCE_LIMIT {
             break;
         }
-        let Ok(next) = rx.try_recv() else { break };
+        let Some(next) = rx.try_recv() else { break };
         let same = matches!(
             (&out, &next),
             (Output::Stdout(_), Event::Data(DataEvent { output: Some(Output::Stdout(_)) }))

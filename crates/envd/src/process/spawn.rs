@@ -90,27 +90,20 @@ pub(crate) fn spawn(state: &State, user: &User, req: &StartRequest) -> Result<Sp
 
     let is_pty = master.is_some();
     let switch = if state.is_root() && (user.uid != state.current_user().uid || user.gid != state.current_user().gid) {
-        Some((user.uid, user.gid, user.groups.clone()))
+        Some(UserSwitch {
+            uid: nix::unistd::Uid::from_raw(user.uid),
+            gid: nix::unistd::Gid::from_raw(user.gid),
+            groups: user.groups.iter().map(|g| nix::unistd::Gid::from_raw(*g)).collect(),
+        })
     } else {
         None
     };
-    // SAFETY: the closure runs between fork and exec and only calls async-signal-safe
-    // functions (setsid, ioctl, setgroups, setgid, setuid); everything it needs was computed
-    // before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::unistd::setsid().map_err(std::io::Error::from)?;
-            if is_pty && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if let Some((uid, gid, groups)) = &switch {
-                let groups: Vec<nix::unistd::Gid> = groups.iter().map(|g| nix::unistd::Gid::from_raw(*g)).collect();
-                nix::unistd::setgroups(&groups).map_err(std::io::Error::from)?;
-                nix::unistd::setgid(nix::unistd::Gid::from_raw(*gid)).map_err(std::io::Error::from)?;
-                nix::unistd::setuid(nix::unistd::Uid::from_raw(*uid)).map_err(std::io::Error::from)?;
-            }
-            Ok(())
-        });
+    if !is_pty && switch.is_none() {
+        // Common case: no session or user change needed. A new process group (setpgid) is
+        // enough for group kills and keeps std's fast posix_spawn path (no fork of the daemon).
+        cmd.process_group(0);
+    } else {
+        pre_exec_setup(&mut cmd, is_pty, switch);
     }
 
     let mut child = cmd
@@ -138,5 +131,33 @@ fn grow_pipe(fd: std::os::fd::RawFd) {
     // SAFETY: F_SETPIPE_SZ on a descriptor we own; failure is harmless.
     unsafe {
         libc::fcntl(fd, libc::F_SETPIPE_SZ, 1 << 20);
+    }
+}
+
+/// Credentials a child switches to, computed before the fork.
+struct UserSwitch {
+    uid: nix::unistd::Uid,
+    gid: nix::unistd::Gid,
+    groups: Vec<nix::unistd::Gid>,
+}
+
+/// New session (+ controlling tty for a PTY) and user switch, between fork and exec.
+fn pre_exec_setup(cmd: &mut tokio::process::Command, is_pty: bool, switch: Option<UserSwitch>) {
+    // SAFETY: the closure runs between fork and exec and only calls async-signal-safe functions
+    // (setsid, ioctl, setgroups, setgid, setuid) on data prepared before the fork; it allocates
+    // nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            if is_pty && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(sw) = &switch {
+                nix::unistd::setgroups(&sw.groups).map_err(std::io::Error::from)?;
+                nix::unistd::setgid(sw.gid).map_err(std::io::Error::from)?;
+                nix::unistd::setuid(sw.uid).map_err(std::io::Error::from)?;
+            }
+            Ok(())
+        });
     }
 }

@@ -8,7 +8,6 @@ use std::time::Duration;
 use e2b_envd_proto::process::process_event::{DataEvent, EndEvent, Event, data_event::Output};
 use e2b_envd_proto::process::{ProcessConfig, ProcessSelector, process_selector::Selector};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -16,12 +15,11 @@ use tonic::Status;
 
 use super::pty::PtyMaster;
 use super::spawn::Spawned;
+use super::subscriber::{self, SubRx, SubTx};
 
-/// Capacity of each subscriber's channel; sends block when it is full (back-pressure).
-pub(crate) const SUBSCRIBER_BUFFER: usize = 64;
-/// Read size for stdout/stderr. envd reads 32 KiB; we read up to 256 KiB (from 1 MiB pipes) so a
+/// Read size for stdout/stderr. envd reads 32 KiB; we read up to 1 MiB (from 1 MiB pipes) so a
 /// fast producer costs fewer events. Chunk boundaries are arbitrary either way.
-const PIPE_CHUNK: usize = 256 * 1024;
+const PIPE_CHUNK: usize = 1024 * 1024;
 const PTY_CHUNK: usize = 16 * 1024;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -30,14 +28,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[derive(Debug)]
 enum RunState {
-    Running { subs: Vec<mpsc::Sender<Event>> },
+    Running { subs: Vec<SubTx> },
     Ended(EndEvent),
 }
 
 /// What a new subscriber gets: a live feed, or the retained end of an exited process.
 #[derive(Debug)]
 pub(crate) enum Subscription {
-    Live(mpsc::Receiver<Event>),
+    Live(SubRx),
     Ended(EndEvent),
 }
 
@@ -69,7 +67,7 @@ impl ProcEntry {
         let mut st = lock(&self.state);
         match &mut *st {
             RunState::Running { subs } => {
-                let (tx, rx) = mpsc::channel(SUBSCRIBER_BUFFER);
+                let (tx, rx) = subscriber::channel();
                 subs.push(tx);
                 Subscription::Live(rx)
             }
@@ -80,7 +78,7 @@ impl ProcEntry {
     /// Sends `event` to every subscriber, waiting on each in turn (back-pressure). With no
     /// subscriber the event is dropped.
     async fn broadcast(&self, event: Event) {
-        let subs: Vec<mpsc::Sender<Event>> = match &*lock(&self.state) {
+        let subs: Vec<SubTx> = match &*lock(&self.state) {
             RunState::Running { subs } => subs.clone(),
             RunState::Ended(_) => return,
         };
@@ -247,10 +245,10 @@ impl ProcessTable {
         tag: Option<String>,
         deadline: Option<Instant>,
         retention: Duration,
-    ) -> (Arc<ProcEntry>, mpsc::Receiver<Event>) {
+    ) -> (Arc<ProcEntry>, SubRx) {
         let Spawned { child, pid, stdin, stdout, stderr, pty } = spawned;
         let pty = pty.map(Arc::new);
-        let (tx, rx) = mpsc::channel(SUBSCRIBER_BUFFER);
+        let (tx, rx) = subscriber::channel();
         let entry = Arc::new(ProcEntry {
             pid,
             tag: tag.clone(),
@@ -294,11 +292,18 @@ impl ProcessTable {
 }
 
 async fn pump<R: AsyncRead + Unpin>(entry: &ProcEntry, mut reader: R, kind: fn(Vec<u8>) -> Output) {
-    let mut buf = vec![0u8; PIPE_CHUNK];
     loop {
-        match reader.read(&mut buf).await {
+        // Read straight into the event's buffer (no copy); give back unused capacity of
+        // small reads so queued events stay small.
+        let mut buf = Vec::with_capacity(PIPE_CHUNK);
+        match reader.read_buf(&mut buf).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => entry.broadcast(Event::Data(DataEvent { output: Some(kind(buf[..n].to_vec())) })).await,
+            Ok(n) => {
+                if n < PIPE_CHUNK / 4 {
+                    buf.shrink_to_fit();
+                }
+                entry.broadcast(Event::Data(DataEvent { output: Some(kind(buf)) })).await;
+            }
         }
     }
 }
