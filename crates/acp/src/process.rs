@@ -52,6 +52,8 @@ impl ProcessExit {
 ///
 /// Implementations must make [`kill`](Self::kill) reach the whole process group, be idempotent and
 /// succeed after the process exited. [`wait`](Self::wait) is called once by the transport.
+/// The process is shared between the transport's tasks, hence `Sync`: keep the not-yet-taken
+/// streams behind a `std::sync::Mutex` or as channel receivers.
 pub trait AgentProcess: Send + Sync + 'static {
     /// The process id (in the sandbox for a sandboxed agent).
     fn pid(&self) -> u32;

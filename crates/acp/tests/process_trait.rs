@@ -1,0 +1,150 @@
+//! The transport over a hand-written `AgentProcess`: behaviours that need a process the fake agent
+//! cannot imitate (an output stream that fails without an exit, a close-stdin that is unsupported).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use e2b_acp::{AcpError, AcpOptions, AcpTransport, AgentProcess, ByteStream, ProcessExit};
+use futures::future::BoxFuture;
+use futures::{StreamExt, stream};
+use tokio::sync::watch;
+
+struct Scripted {
+    stdout: std::sync::Mutex<Option<ByteStream>>,
+    killed: watch::Sender<bool>,
+    kills: Arc<AtomicUsize>,
+    close_unsupported: bool,
+}
+
+impl Scripted {
+    fn new(stdout: ByteStream, close_unsupported: bool) -> (Self, Arc<AtomicUsize>) {
+        let kills = Arc::new(AtomicUsize::new(0));
+        (
+            Self {
+                stdout: std::sync::Mutex::new(Some(stdout)),
+                killed: watch::channel(false).0,
+                kills: kills.clone(),
+                close_unsupported,
+            },
+            kills,
+        )
+    }
+}
+
+impl AgentProcess for Scripted {
+    fn pid(&self) -> u32 {
+        4242
+    }
+    fn take_stdout(&mut self) -> Option<ByteStream> {
+        self.stdout.lock().unwrap().take()
+    }
+    fn take_stderr(&mut self) -> Option<ByteStream> {
+        None
+    }
+    fn write_stdin(&self, _data: Bytes) -> BoxFuture<'_, Result<(), AcpError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn close_stdin(&self) -> BoxFuture<'_, Result<(), AcpError>> {
+        let unsupported = self.close_unsupported;
+        Box::pin(async move {
+            if unsupported {
+                Err(AcpError::Unsupported {
+                    feature: "closing a command's stdin",
+                    required: "0.5.2".into(),
+                    actual: "0.4.0".into(),
+                })
+            } else {
+                Ok(()) // but the "agent" ignores EOF: it only ends when killed
+            }
+        })
+    }
+    fn kill(&self) -> BoxFuture<'_, Result<(), AcpError>> {
+        self.kills.fetch_add(1, Ordering::SeqCst);
+        self.killed.send_replace(true);
+        Box::pin(async { Ok(()) })
+    }
+    fn wait(&self) -> BoxFuture<'_, Result<ProcessExit, AcpError>> {
+        let mut rx = self.killed.subscribe();
+        Box::pin(async move {
+            let _ = rx.wait_for(|k| *k).await;
+            Ok(ProcessExit::signal(9))
+        })
+    }
+}
+
+#[tokio::test]
+async fn stop_kills_at_once_when_the_output_stream_failed_without_an_exit() {
+    let out = stream::iter([
+        Ok(Bytes::from_static(
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"_a\"}\n",
+        )),
+        Err(AcpError::Process {
+            action: "reading output",
+            reason: "stream broke".into(),
+        }),
+    ])
+    .chain(stream::pending())
+    .boxed();
+    let (p, kills) = Scripted::new(out, false);
+    let t = AcpTransport::start(p, &AcpOptions::new()).unwrap();
+    assert!(t.recv().await.unwrap().is_ok());
+    assert!(matches!(
+        t.recv().await,
+        Some(Err(AcpError::Process { .. }))
+    ));
+    let t0 = Instant::now();
+    t.stop(Duration::from_secs(5)).await.unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    assert_eq!(kills.load(Ordering::SeqCst), 1);
+    assert!(t.wait().await.unwrap().killed);
+}
+
+#[tokio::test]
+async fn stop_kills_when_closing_stdin_is_unsupported() {
+    let (p, kills) = Scripted::new(stream::pending().boxed(), true);
+    let t = AcpTransport::start(p, &AcpOptions::new()).unwrap();
+    let t0 = Instant::now();
+    t.stop(Duration::from_secs(5)).await.unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    assert_eq!(kills.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn stop_is_bounded_when_the_exit_never_comes() {
+    struct Immortal;
+    impl AgentProcess for Immortal {
+        fn pid(&self) -> u32 {
+            1
+        }
+        fn take_stdout(&mut self) -> Option<ByteStream> {
+            Some(stream::pending().boxed())
+        }
+        fn take_stderr(&mut self) -> Option<ByteStream> {
+            None
+        }
+        fn write_stdin(&self, _d: Bytes) -> BoxFuture<'_, Result<(), AcpError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn close_stdin(&self) -> BoxFuture<'_, Result<(), AcpError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn kill(&self) -> BoxFuture<'_, Result<(), AcpError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn wait(&self) -> BoxFuture<'_, Result<ProcessExit, AcpError>> {
+            Box::pin(std::future::pending())
+        }
+    }
+    let t = AcpTransport::start(Immortal, &AcpOptions::new()).unwrap();
+    let t0 = Instant::now();
+    let r = t.stop(Duration::from_millis(400)).await;
+    let took = t0.elapsed();
+    assert!(matches!(r, Err(AcpError::StopTimeout { .. })), "{r:?}");
+    assert!(
+        took >= Duration::from_millis(390) && took < Duration::from_millis(900),
+        "{took:?}"
+    );
+}
