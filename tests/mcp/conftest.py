@@ -200,3 +200,15 @@ def proc_cmdlines() -> list[str]:
             except OSError:
                 pass
     return out
+
+
+def ensure_python_alias() -> None:
+    """The sandbox image contract (DeepAgents, langchain-tests) needs `python` as well as
+    `python3`. The local sandbox is this host: add the alias when root and it is missing."""
+    if shutil.which("python", path="/usr/local/bin:/usr/bin:/bin") is None:
+        if os.geteuid() != 0:
+            pytest.fail("missing: `python` on the sandbox PATH (the sandbox image contract needs it)", pytrace=False)
+        py3 = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
+        if py3 is None:
+            pytest.fail("missing: `python3` in the sandbox", pytrace=False)
+        os.symlink(py3, "/usr/local/bin/python")
