@@ -4,10 +4,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The envd version whose features this daemon implements (and reports by default).
-///
-/// Mirrors `e2b_envd_version::IMPLEMENTED_ENVD_VERSION`.
-pub const IMPLEMENTED_ENVD_VERSION: &str = "0.6.13";
+/// The envd version whose features this daemon implements (and reports by default); re-exported
+/// from `e2b_envd_version`, the single source of truth.
+pub use e2b_envd_version::IMPLEMENTED_ENVD_VERSION;
 
 /// envd's well-known port.
 pub const DEFAULT_PORT: u16 = 49983;
