@@ -15,6 +15,7 @@
 //! ```no_run
 //! use e2b::{CommandOptions, Sandbox};
 //!
+//! # #[cfg(feature = "local")]
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let sandbox = Sandbox::local().await?;
 //! let out = sandbox.commands().run("echo hello from $PWD", CommandOptions::new()).await?;
