@@ -58,6 +58,16 @@ async fn exec_contract_over_stdio() {
     let r = call(
         &c,
         "exec_command",
+        json!({"cmd": "pwd", "cwd": "/nonexistent-e2b-dir"}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    assert_eq!(meta(&r, "exit_code"), json!(126));
+    let r = call(&c, "exec_command", json!({"cmd": "true", "timeout": -1})).await;
+    assert_eq!(r.is_error, Some(true));
+    let r = call(
+        &c,
+        "exec_command",
         json!({"cmd": "true", "stdin": "unread"}),
     )
     .await;
