@@ -183,10 +183,22 @@ async def test_10mib_roundtrip(kind, servers):
         await roundtrip(s, 10 * MiB)
 
 
+def vm_hwm_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
 @pytest.mark.parametrize("kind", ["stdio", "http-session"])
 async def test_100mib_roundtrip(kind, servers):
     async with open_session(kind, server=servers[kind]) as (s, _):
         await roundtrip(s, 100 * MiB, chunk=4 * MiB)
+    if kind == "http-session":
+        # Memory is bounded by the chunk, not the file (the embedded envd is in this process too).
+        peak = vm_hwm_mib(servers[kind].pid)
+        assert peak < 256, f"server peak RSS {peak:.0f} MiB while moving 100 MiB in 4 MiB chunks"
 
 
 async def test_small_file_base64_equals():
@@ -300,6 +312,12 @@ async def test_json_mode_for_resp_json(json_server):
         call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "execute", "arguments": {"cmd": "echo hi; exit 42"}}}
         res = h.post(json_server.url, json=call, headers=ACCEPT).json()["result"]
         assert res["content"][0]["text"] == "hi\n" and res["_meta"]["exit_code"] == 42
+        assert res["_meta"]["sandbox_id"] == json_server.health["sandbox_id"]
+        # The adapter's notifications/initialized and its close() DELETE must not break anything.
+        assert h.post(json_server.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=ACCEPT).status_code in (200, 202, 204)
+        h.delete(json_server.url)
+        call["id"] = 4
+        assert h.post(json_server.url, json=call, headers=ACCEPT).json()["result"]["_meta"]["exit_code"] == 42
 
 
 async def test_auth_401():
