@@ -24,19 +24,30 @@ use tonic::transport::Channel;
 
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn start_req(cmd: &str, args: &[&str]) -> StartRequest {
     StartRequest {
-        process: Some(ProcessConfig { cmd: cmd.into(), args: args.iter().map(|s| s.to_string()).collect(), ..Default::default() }),
+        process: Some(ProcessConfig {
+            cmd: cmd.into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }),
         stdin: Some(false),
         ..Default::default()
     }
 }
 
 /// Runs a command to its end; returns (stdout bytes, exit code).
-async fn run(client: &mut ProcessClient<Channel>, req: StartRequest) -> Result<(u64, i32), tonic::Status> {
+async fn run(
+    client: &mut ProcessClient<Channel>,
+    req: StartRequest,
+) -> Result<(u64, i32), tonic::Status> {
     let mut s = client.start(req).await?.into_inner();
     let mut bytes = 0u64;
     let mut events = 0u64;
@@ -54,15 +65,25 @@ async fn run(client: &mut ProcessClient<Channel>, req: StartRequest) -> Result<(
         }
     }
     if bytes > 100_000_000 {
-        println!("  {events} data events, {} bytes per event on average", bytes / events.max(1));
+        println!(
+            "  {events} data events, {} bytes per event on average",
+            bytes / events.max(1)
+        );
     }
-    Ok((bytes, code.ok_or_else(|| tonic::Status::internal("no end event"))?))
+    Ok((
+        bytes,
+        code.ok_or_else(|| tonic::Status::internal("no end event"))?,
+    ))
 }
 
 fn rss_kb(pid: u32, key: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
         .unwrap_or(0)
 }
 
@@ -89,9 +110,15 @@ async fn main() {
     let bin = std::env::var("E2B_ENVD_BIN")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| exe.parent().unwrap().parent().unwrap().join("e2b-envd"));
-    let mut daemon = Command::new(&bin).args(["--port", "0"]).stdout(Stdio::piped()).spawn().expect("start e2b-envd");
+    let mut daemon = Command::new(&bin)
+        .args(["--port", "0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start e2b-envd");
     let mut line = String::new();
-    std::io::BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    std::io::BufReader::new(daemon.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let url = line.trim().to_string();
     let dpid = daemon.id();
     println!("daemon {} (pid {dpid}) at {url}", bin.display());
@@ -99,18 +126,36 @@ async fn main() {
 
     // 1. Throughput.
     let t = Instant::now();
-    let st = Command::new("/bin/bash").args(["-c", &format!("head -c {bytes} /dev/zero | cat > /dev/null")]).status().unwrap();
+    let st = Command::new("/bin/bash")
+        .args([
+            "-c",
+            &format!("head -c {bytes} /dev/zero | cat > /dev/null"),
+        ])
+        .status()
+        .unwrap();
     assert!(st.success());
     let raw = t.elapsed();
     let t = Instant::now();
-    let (got, code) = run(&mut client, start_req("/usr/bin/head", &["-c", &bytes.to_string(), "/dev/zero"])).await.unwrap();
+    let (got, code) = run(
+        &mut client,
+        start_req("/usr/bin/head", &["-c", &bytes.to_string(), "/dev/zero"]),
+    )
+    .await
+    .unwrap();
     let streamed = t.elapsed();
     assert_eq!((got, code), (bytes, 0));
     let mib = bytes as f64 / (1 << 20) as f64;
     let raw_rate = mib / raw.as_secs_f64();
     let stream_rate = mib / streamed.as_secs_f64();
-    println!("throughput: raw pipe {raw_rate:.0} MiB/s ({raw:?}), envd h2c {stream_rate:.0} MiB/s ({streamed:?}), ratio {:.2}", stream_rate / raw_rate);
-    println!("daemon RSS after throughput: {} kB (peak {} kB)", rss_kb(dpid, "VmRSS:"), rss_kb(dpid, "VmHWM:"));
+    println!(
+        "throughput: raw pipe {raw_rate:.0} MiB/s ({raw:?}), envd h2c {stream_rate:.0} MiB/s ({streamed:?}), ratio {:.2}",
+        stream_rate / raw_rate
+    );
+    println!(
+        "daemon RSS after throughput: {} kB (peak {} kB)",
+        rss_kb(dpid, "VmRSS:"),
+        rss_kb(dpid, "VmHWM:")
+    );
 
     // 2. Latency.
     for _ in 0..10 {

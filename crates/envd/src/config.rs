@@ -69,7 +69,10 @@ impl EnvdConfig {
     /// A configuration for tests and embedding: `127.0.0.1:0` (any free port), everything else
     /// default.
     pub fn ephemeral() -> Self {
-        Self { bind: SocketAddr::from(([127, 0, 0, 1], 0)), ..Self::default() }
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..Self::default()
+        }
     }
 
     /// Sets [`bind`](Self::bind).

@@ -5,7 +5,9 @@
 #[non_exhaustive]
 pub enum EnvdError {
     /// The listener could not be bound (address in use, permission denied, ...).
-    #[error("cannot listen on {addr}: {source}. Pick another port (0 = any free port) or stop the process using it")]
+    #[error(
+        "cannot listen on {addr}: {source}. Pick another port (0 = any free port) or stop the process using it"
+    )]
     Bind {
         /// The address we tried to bind.
         addr: std::net::SocketAddr,

@@ -3,7 +3,11 @@
 use clap::Parser;
 
 #[derive(Debug, Parser)]
-#[command(name = "e2b-envd", version, about = "A local envd-compatible daemon (Process service over gRPC, gRPC-Web and Connect)")]
+#[command(
+    name = "e2b-envd",
+    version,
+    about = "A local envd-compatible daemon (Process service over gRPC, gRPC-Web and Connect)"
+)]
 struct Cli {
     #[command(flatten)]
     args: e2b_envd::EnvdArgs,
@@ -12,7 +16,10 @@ struct Cli {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("E2B_ENVD_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("E2B_ENVD_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();

@@ -40,9 +40,11 @@ fn token_exempt(path: &str) -> bool {
 
 fn grpc_error(content_type: &str, code: tonic::Code, message: &str) -> Response<Body> {
     let mut resp = Response::new(Body::empty());
-    let ct = HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static("application/grpc"));
+    let ct =
+        HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static("application/grpc"));
     resp.headers_mut().insert(header::CONTENT_TYPE, ct);
-    resp.headers_mut().insert("grpc-status", HeaderValue::from(code as i32));
+    resp.headers_mut()
+        .insert("grpc-status", HeaderValue::from(code as i32));
     if let Ok(v) = HeaderValue::from_str(message) {
         resp.headers_mut().insert("grpc-message", v);
     }
@@ -60,7 +62,12 @@ async fn dispatch(app: App, req: Request<Body>) -> Response<Body> {
     let is_grpc = ct.starts_with("application/grpc");
     if !token_exempt(req.uri().path()) && !app.state.token_ok(req.headers()) {
         return if is_grpc {
-            let base = ct.split(';').next().unwrap_or("application/grpc").trim().to_string();
+            let base = ct
+                .split(';')
+                .next()
+                .unwrap_or("application/grpc")
+                .trim()
+                .to_string();
             grpc_error(&base, tonic::Code::Unauthenticated, UNAUTHORIZED_MESSAGE)
         } else {
             json_error(StatusCode::UNAUTHORIZED, UNAUTHORIZED_MESSAGE)
@@ -69,7 +76,11 @@ async fn dispatch(app: App, req: Request<Body>) -> Response<Body> {
     if ct.starts_with("application/grpc-web") {
         match app.grpc_web.oneshot(req).await {
             Ok(resp) => resp.map(Body::new),
-            Err(e) => grpc_error("application/grpc-web+proto", tonic::Code::Internal, &e.to_string()),
+            Err(e) => grpc_error(
+                "application/grpc-web+proto",
+                tonic::Code::Internal,
+                &e.to_string(),
+            ),
         }
     } else if is_grpc {
         match app.grpc.oneshot(req).await {
@@ -96,13 +107,18 @@ impl Envd {
     /// Returns once the port is bound, so [`EnvdHandle::url`] is immediately usable.
     pub async fn start(config: EnvdConfig) -> Result<EnvdHandle, EnvdError> {
         if config.max_message_bytes == 0 {
-            return Err(EnvdError::Config("max_message_bytes must be greater than 0".into()));
+            return Err(EnvdError::Config(
+                "max_message_bytes must be greater than 0".into(),
+            ));
         }
         let state = State::new(&config);
         let table = ProcessTable::new();
         let process = Arc::new(ProcessService::new(state.clone(), table.clone()));
 
-        let connect = crate::process::register_connect(ConnectRouter::new(config.max_message_bytes), process.clone());
+        let connect = crate::process::register_connect(
+            ConnectRouter::new(config.max_message_bytes),
+            process.clone(),
+        );
         let process_grpc = ProcessServer::from_arc(process)
             .max_decoding_message_size(config.max_message_bytes)
             .max_encoding_message_size(usize::MAX);
@@ -113,7 +129,13 @@ impl Envd {
             .max_encoding_message_size(usize::MAX);
         let grpc = tonic::service::Routes::new(process_grpc).add_service(filesystem_grpc);
         let grpc_web = tonic_web::GrpcWebLayer::new().layer(grpc.clone());
-        let app = App { state: state.clone(), connect: Arc::new(connect), grpc, grpc_web, rest: rest::router(state.clone()) };
+        let app = App {
+            state: state.clone(),
+            connect: Arc::new(connect),
+            grpc,
+            grpc_web,
+            rest: rest::router(state.clone()),
+        };
 
         let cors = tower_http::cors::CorsLayer::new()
             .allow_origin(tower_http::cors::Any)
@@ -121,11 +143,16 @@ impl Envd {
             .allow_headers(tower_http::cors::Any)
             .expose_headers(tower_http::cors::Any)
             .max_age(Duration::from_secs(7200));
-        let router = Router::new().fallback(move |req: Request<Body>| dispatch(app.clone(), req)).layer(cors);
+        let router = Router::new()
+            .fallback(move |req: Request<Body>| dispatch(app.clone(), req))
+            .layer(cors);
 
         let listener = tokio::net::TcpListener::bind(config.bind)
             .await
-            .map_err(|source| EnvdError::Bind { addr: config.bind, source })?;
+            .map_err(|source| EnvdError::Bind {
+                addr: config.bind,
+                source,
+            })?;
         let local_addr = listener.local_addr()?;
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
@@ -135,12 +162,21 @@ impl Envd {
             let shutdown = async move {
                 let _ = shutdown_rx.wait_for(|v| *v).await;
             };
-            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+            if let Err(e) = axum::serve(listener, router)
+                .with_graceful_shutdown(shutdown)
+                .await
+            {
                 tracing::error!(error = %e, "envd server stopped with an error");
             }
         });
         tracing::info!(%local_addr, "envd listening");
-        Ok(EnvdHandle { local_addr, state, table, shutdown_tx, server: Some(server) })
+        Ok(EnvdHandle {
+            local_addr,
+            state,
+            table,
+            shutdown_tx,
+            server: Some(server),
+        })
     }
 }
 
@@ -192,7 +228,9 @@ impl EnvdHandle {
         let _ = self.shutdown_tx.send(true);
         self.table.shutdown(SHUTDOWN_GRACE).await;
         if let Some(mut server) = self.server.take()
-            && tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await.is_err()
+            && tokio::time::timeout(SHUTDOWN_GRACE, &mut server)
+                .await
+                .is_err()
         {
             server.abort();
         }
@@ -208,7 +246,10 @@ impl Drop for EnvdHandle {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 rt.spawn(async move {
                     let mut server = server;
-                    if tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await.is_err() {
+                    if tokio::time::timeout(SHUTDOWN_GRACE, &mut server)
+                        .await
+                        .is_err()
+                    {
                         server.abort();
                     }
                 });

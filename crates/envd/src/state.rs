@@ -80,7 +80,9 @@ impl State {
     /// True when no token is set, or when `headers` carry the right `X-Access-Token`
     /// (compared in constant time).
     pub fn token_ok(&self, headers: &HeaderMap) -> bool {
-        let Some(expected) = self.access_token() else { return true };
+        let Some(expected) = self.access_token() else {
+            return true;
+        };
         match headers.get(ACCESS_TOKEN_HEADER) {
             Some(v) => constant_time_eq(v.as_bytes(), expected.as_bytes()),
             None => false,
@@ -89,7 +91,13 @@ impl State {
 
     /// The user name used when a request names none.
     pub fn default_user_name(&self) -> String {
-        read(&self.default_user).unwrap_or_else(|| if self.is_root { "root".into() } else { self.current.name.clone() })
+        read(&self.default_user).unwrap_or_else(|| {
+            if self.is_root {
+                "root".into()
+            } else {
+                self.current.name.clone()
+            }
+        })
     }
 
     /// Sets the default user (`POST /init` `defaultUser`).
@@ -161,7 +169,9 @@ impl State {
     /// Errors carry envd's message (`invalid username: '<name>'`); callers map them to
     /// `unauthenticated` (RPC) or 401 (REST).
     pub fn user_from_headers(&self, headers: &HeaderMap) -> Result<User, String> {
-        let value = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let value = headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
         let name = crate::users::basic_auth_username(value)?;
         self.resolve_user(name.as_deref())
     }
@@ -180,7 +190,10 @@ impl State {
             return Err(format!(
                 "invalid username: '{name}' (the daemon runs as '{}' without root, so it can only run as that user{})",
                 self.current.name,
-                self.user_alias.as_deref().map(|a| format!(" or its alias '{a}'")).unwrap_or_default()
+                self.user_alias
+                    .as_deref()
+                    .map(|a| format!(" or its alias '{a}'"))
+                    .unwrap_or_default()
             ));
         }
         match User::lookup(&name) {
@@ -202,10 +215,16 @@ impl State {
         } else if let Some(rest) = path.strip_prefix("~/") {
             user.home.join(rest)
         } else if path.starts_with('~') {
-            return Err(format!("path '{path}' uses ~user expansion, which is not supported"));
+            return Err(format!(
+                "path '{path}' uses ~user expansion, which is not supported"
+            ));
         } else {
             let p = Path::new(path);
-            if p.is_absolute() { p.to_path_buf() } else { user.home.join(p) }
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                user.home.join(p)
+            }
         };
         Ok(clean(&expanded))
     }
@@ -225,7 +244,11 @@ pub fn clean(path: &Path) -> PathBuf {
             other => out.push(other.as_os_str()),
         }
     }
-    if out.as_os_str().is_empty() { PathBuf::from(".") } else { out }
+    if out.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        out
+    }
 }
 
 /// Compares two byte strings in time independent of where they differ.

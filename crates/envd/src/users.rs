@@ -38,7 +38,9 @@ impl User {
                 name: std::env::var("USER").unwrap_or_else(|_| uid.to_string()),
                 uid: uid.as_raw(),
                 gid: Gid::current().as_raw(),
-                home: std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/")),
+                home: std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from("/")),
                 groups: Vec::new(),
             },
         }
@@ -50,7 +52,13 @@ impl User {
             .and_then(|c| nix::unistd::getgrouplist(&c, u.gid).ok())
             .map(|g| g.into_iter().map(|g| g.as_raw()).collect())
             .unwrap_or_default();
-        User { name: u.name, uid: u.uid.as_raw(), gid: u.gid.as_raw(), home: u.dir, groups }
+        User {
+            name: u.name,
+            uid: u.uid.as_raw(),
+            gid: u.gid.as_raw(),
+            home: u.dir,
+            groups,
+        }
     }
 }
 
@@ -59,16 +67,24 @@ impl User {
 pub(crate) fn basic_auth_username(value: Option<&str>) -> Result<Option<String>, String> {
     let Some(value) = value else { return Ok(None) };
     let value = value.trim();
-    let Some(rest) = value.strip_prefix("Basic ").or_else(|| value.strip_prefix("basic ")) else {
+    let Some(rest) = value
+        .strip_prefix("Basic ")
+        .or_else(|| value.strip_prefix("basic "))
+    else {
         // envd's authn middleware only looks at Basic credentials.
         return Ok(None);
     };
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(rest.trim())
         .map_err(|_| "invalid basic authorization header".to_string())?;
-    let text = String::from_utf8(decoded).map_err(|_| "invalid basic authorization header".to_string())?;
+    let text =
+        String::from_utf8(decoded).map_err(|_| "invalid basic authorization header".to_string())?;
     let name = text.split_once(':').map(|(n, _)| n).unwrap_or(&text);
-    if name.is_empty() { Ok(None) } else { Ok(Some(name.to_string())) }
+    if name.is_empty() {
+        Ok(None)
+    } else {
+        Ok(Some(name.to_string()))
+    }
 }
 
 #[cfg(test)]
@@ -77,8 +93,14 @@ mod tests {
 
     #[test]
     fn parses_basic_user() {
-        let h = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("user:"));
-        assert_eq!(basic_auth_username(Some(&h)).ok().flatten().as_deref(), Some("user"));
+        let h = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode("user:")
+        );
+        assert_eq!(
+            basic_auth_username(Some(&h)).ok().flatten().as_deref(),
+            Some("user")
+        );
         assert_eq!(basic_auth_username(None).ok().flatten(), None);
         assert!(basic_auth_username(Some("Basic !!!")).is_err());
     }

@@ -14,12 +14,27 @@ async fn slow_subscriber_back_pressures_instead_of_buffering() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
     // 200 MB of output while the client reads nothing for a while: the daemon must not buffer it.
-    let mut s = c.start(req(&envd, bash("head -c 200000000 /dev/zero"))).await.unwrap().into_inner();
+    let mut s = c
+        .start(req(&envd, bash("head -c 200000000 /dev/zero")))
+        .await
+        .unwrap()
+        .into_inner();
     s.message().await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let rss_kb: u64 = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
-    assert!(rss_kb < 150_000, "RSS {rss_kb} kB: output is being buffered");
+    let rss_kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        rss_kb < 150_000,
+        "RSS {rss_kb} kB: output is being buffered"
+    );
     let got = collect(s, |m| m.event).await;
     assert_eq!(got.stdout.len(), 200_000_000);
     assert_eq!(got.end.unwrap().exit_code, 0);

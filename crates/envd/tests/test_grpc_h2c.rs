@@ -8,47 +8,86 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use e2b_envd_proto::process::{
-    CloseStdinRequest, ConnectRequest, ListRequest, ProcessInput, ProcessSelector, SendInputRequest, SendSignalRequest,
-    Signal, process_input, process_selector::Selector,
+    CloseStdinRequest, ConnectRequest, ListRequest, ProcessInput, ProcessSelector,
+    SendInputRequest, SendSignalRequest, Signal, process_input, process_selector::Selector,
 };
 
 fn pid_sel(pid: u32) -> Option<ProcessSelector> {
-    Some(ProcessSelector { selector: Some(Selector::Pid(pid)) })
+    Some(ProcessSelector {
+        selector: Some(Selector::Pid(pid)),
+    })
 }
 
 #[tokio::test]
 async fn start_echo_and_exit_codes() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
-    let s = c.start(req(&envd, bash("echo hello; echo bad >&2"))).await.unwrap().into_inner();
+    let s = c
+        .start(req(&envd, bash("echo hello; echo bad >&2")))
+        .await
+        .unwrap()
+        .into_inner();
     let got = collect(s, |m| m.event).await;
     assert!(got.pid.unwrap() > 0);
     assert_eq!(got.stdout, b"hello\n");
     assert_eq!(got.stderr, b"bad\n");
     let end = got.end.unwrap();
-    assert_eq!((end.exit_code, end.exited, end.status.as_str(), end.error), (0, true, "exit status 0", None));
+    assert_eq!(
+        (end.exit_code, end.exited, end.status.as_str(), end.error),
+        (0, true, "exit status 0", None)
+    );
     assert!(got.error.is_none());
 
-    let s = c.start(req(&envd, bash("exit 42"))).await.unwrap().into_inner();
+    let s = c
+        .start(req(&envd, bash("exit 42")))
+        .await
+        .unwrap()
+        .into_inner();
     let end = collect(s, |m| m.event).await.end.unwrap();
-    assert_eq!((end.exit_code, end.status.as_str(), end.error.as_deref()), (42, "exit status 42", Some("exit status 42")));
+    assert_eq!(
+        (end.exit_code, end.status.as_str(), end.error.as_deref()),
+        (42, "exit status 42", Some("exit status 42"))
+    );
 }
 
 #[tokio::test]
 async fn sigterm_and_sigkill_end_events() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
-    for (sig, text) in [(Signal::Sigterm, "signal: terminated"), (Signal::Sigkill, "signal: killed")] {
-        let mut s = c.start(req(&envd, bash("sleep 30"))).await.unwrap().into_inner();
+    for (sig, text) in [
+        (Signal::Sigterm, "signal: terminated"),
+        (Signal::Sigkill, "signal: killed"),
+    ] {
+        let mut s = c
+            .start(req(&envd, bash("sleep 30")))
+            .await
+            .unwrap()
+            .into_inner();
         let first = s.message().await.unwrap().unwrap();
         let pid = match first.event.unwrap().event.unwrap() {
             e2b_envd_proto::process::process_event::Event::Start(s) => s.pid,
             other => panic!("{other:?}"),
         };
-        c.send_signal(req(&envd, SendSignalRequest { process: pid_sel(pid), signal: sig as i32 })).await.unwrap();
+        c.send_signal(req(
+            &envd,
+            SendSignalRequest {
+                process: pid_sel(pid),
+                signal: sig as i32,
+            },
+        ))
+        .await
+        .unwrap();
         let got = collect(s, |m| m.event).await;
         let end = got.end.unwrap();
-        assert_eq!((end.exit_code, end.exited, end.status.as_str(), end.error.as_deref()), (-1, false, text, Some(text)));
+        assert_eq!(
+            (
+                end.exit_code,
+                end.exited,
+                end.status.as_str(),
+                end.error.as_deref()
+            ),
+            (-1, false, text, Some(text))
+        );
     }
 }
 
@@ -61,16 +100,48 @@ async fn list_connect_stdin_close() {
     start.tag = Some("my-cat".into());
     let mut s = c.start(req(&envd, start)).await.unwrap().into_inner();
     s.message().await.unwrap().unwrap();
-    let list = c.list(req(&envd, ListRequest {})).await.unwrap().into_inner();
-    let info = list.processes.iter().find(|p| p.tag.as_deref() == Some("my-cat")).unwrap().clone();
+    let list = c
+        .list(req(&envd, ListRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    let info = list
+        .processes
+        .iter()
+        .find(|p| p.tag.as_deref() == Some("my-cat"))
+        .unwrap()
+        .clone();
     assert_eq!(info.config.unwrap().args[2], "cat");
     // A second subscriber by tag.
-    let tag_sel = Some(ProcessSelector { selector: Some(Selector::Tag("my-cat".into())) });
-    let s2 = c.connect(req(&envd, ConnectRequest { process: tag_sel })).await.unwrap().into_inner();
+    let tag_sel = Some(ProcessSelector {
+        selector: Some(Selector::Tag("my-cat".into())),
+    });
+    let s2 = c
+        .connect(req(&envd, ConnectRequest { process: tag_sel }))
+        .await
+        .unwrap()
+        .into_inner();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let input = Some(ProcessInput { input: Some(process_input::Input::Stdin(b"ping\n".to_vec())) });
-    c.send_input(req(&envd, SendInputRequest { process: pid_sel(info.pid), input })).await.unwrap();
-    c.close_stdin(req(&envd, CloseStdinRequest { process: pid_sel(info.pid) })).await.unwrap();
+    let input = Some(ProcessInput {
+        input: Some(process_input::Input::Stdin(b"ping\n".to_vec())),
+    });
+    c.send_input(req(
+        &envd,
+        SendInputRequest {
+            process: pid_sel(info.pid),
+            input,
+        },
+    ))
+    .await
+    .unwrap();
+    c.close_stdin(req(
+        &envd,
+        CloseStdinRequest {
+            process: pid_sel(info.pid),
+        },
+    ))
+    .await
+    .unwrap();
     let a = collect(s, |m| m.event).await;
     let b = collect(s2, |m| m.event).await;
     assert_eq!(a.stdout, b"ping\n");
@@ -79,8 +150,19 @@ async fn list_connect_stdin_close() {
     assert_eq!(a.end.unwrap().exit_code, 0);
     assert_eq!(b.end.unwrap().exit_code, 0);
     // Writes after close fail; close again on an exited process is not_found.
-    let input = Some(ProcessInput { input: Some(process_input::Input::Stdin(b"x".to_vec())) });
-    let err = c.send_input(req(&envd, SendInputRequest { process: pid_sel(info.pid), input })).await.unwrap_err();
+    let input = Some(ProcessInput {
+        input: Some(process_input::Input::Stdin(b"x".to_vec())),
+    });
+    let err = c
+        .send_input(req(
+            &envd,
+            SendInputRequest {
+                process: pid_sel(info.pid),
+                input,
+            },
+        ))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), tonic::Code::NotFound);
 }
 
@@ -91,17 +173,63 @@ async fn write_to_closed_stdin_is_internal() {
     let mut start = bash("sleep 30");
     start.stdin = Some(true);
     let mut s = c.start(req(&envd, start)).await.unwrap().into_inner();
-    let pid = match s.message().await.unwrap().unwrap().event.unwrap().event.unwrap() {
+    let pid = match s
+        .message()
+        .await
+        .unwrap()
+        .unwrap()
+        .event
+        .unwrap()
+        .event
+        .unwrap()
+    {
         e2b_envd_proto::process::process_event::Event::Start(s) => s.pid,
         _ => unreachable!(),
     };
-    c.close_stdin(req(&envd, CloseStdinRequest { process: pid_sel(pid) })).await.unwrap();
-    c.close_stdin(req(&envd, CloseStdinRequest { process: pid_sel(pid) })).await.unwrap();
-    let input = Some(ProcessInput { input: Some(process_input::Input::Stdin(b"x".to_vec())) });
-    let err = c.send_input(req(&envd, SendInputRequest { process: pid_sel(pid), input })).await.unwrap_err();
+    c.close_stdin(req(
+        &envd,
+        CloseStdinRequest {
+            process: pid_sel(pid),
+        },
+    ))
+    .await
+    .unwrap();
+    c.close_stdin(req(
+        &envd,
+        CloseStdinRequest {
+            process: pid_sel(pid),
+        },
+    ))
+    .await
+    .unwrap();
+    let input = Some(ProcessInput {
+        input: Some(process_input::Input::Stdin(b"x".to_vec())),
+    });
+    let err = c
+        .send_input(req(
+            &envd,
+            SendInputRequest {
+                process: pid_sel(pid),
+                input,
+            },
+        ))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), tonic::Code::Internal);
-    assert!(err.message().contains("stdin not enabled or closed"), "{}", err.message());
-    c.send_signal(req(&envd, SendSignalRequest { process: pid_sel(pid), signal: Signal::Sigkill as i32 })).await.unwrap();
+    assert!(
+        err.message().contains("stdin not enabled or closed"),
+        "{}",
+        err.message()
+    );
+    c.send_signal(req(
+        &envd,
+        SendSignalRequest {
+            process: pid_sel(pid),
+            signal: Signal::Sigkill as i32,
+        },
+    ))
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -109,7 +237,8 @@ async fn connect_timeout_header_is_the_process_lifetime_over_grpc() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
     let mut r = req(&envd, bash("sleep 30"));
-    r.metadata_mut().insert("connect-timeout-ms", "500".parse().unwrap());
+    r.metadata_mut()
+        .insert("connect-timeout-ms", "500".parse().unwrap());
     let t = Instant::now();
     let got = collect(c.start(r).await.unwrap().into_inner(), |m| m.event).await;
     assert_eq!(got.error.unwrap().code(), tonic::Code::DeadlineExceeded);
@@ -139,9 +268,14 @@ async fn keepalive_events_follow_the_header() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
     let mut r = req(&envd, bash("sleep 2.5"));
-    r.metadata_mut().insert("keepalive-ping-interval", "1".parse().unwrap());
+    r.metadata_mut()
+        .insert("keepalive-ping-interval", "1".parse().unwrap());
     let got = collect(c.start(r).await.unwrap().into_inner(), |m| m.event).await;
-    assert!((2..=3).contains(&got.keepalives), "{} keepalives", got.keepalives);
+    assert!(
+        (2..=3).contains(&got.keepalives),
+        "{} keepalives",
+        got.keepalives
+    );
     assert_eq!(got.end.unwrap().exit_code, 0);
 }
 
@@ -149,7 +283,11 @@ async fn keepalive_events_follow_the_header() {
 async fn client_disconnect_does_not_kill() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
-    let mut s = c.start(req(&envd, bash("sleep 1; echo survived > marker"))).await.unwrap().into_inner();
+    let mut s = c
+        .start(req(&envd, bash("sleep 1; echo survived > marker")))
+        .await
+        .unwrap()
+        .into_inner();
     s.message().await.unwrap().unwrap();
     drop(s);
     drop(c);
@@ -162,21 +300,38 @@ async fn client_disconnect_does_not_kill() {
 async fn kill_reaches_the_whole_process_group() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
-    let mut s = c.start(req(&envd, bash("sleep 1000 & echo $!; wait"))).await.unwrap().into_inner();
+    let mut s = c
+        .start(req(&envd, bash("sleep 1000 & echo $!; wait")))
+        .await
+        .unwrap()
+        .into_inner();
     let mut got = Collected::default();
     while got.stdout.is_empty() {
         got.push(s.message().await.unwrap().unwrap().event.unwrap());
     }
-    let grandchild: i32 = String::from_utf8(got.stdout.clone()).unwrap().trim().parse().unwrap();
-    assert!(alive(grandchild));
-    c.send_signal(req(&envd, SendSignalRequest { process: pid_sel(got.pid.unwrap()), signal: Signal::Sigterm as i32 }))
-        .await
+    let grandchild: i32 = String::from_utf8(got.stdout.clone())
+        .unwrap()
+        .trim()
+        .parse()
         .unwrap();
+    assert!(alive(grandchild));
+    c.send_signal(req(
+        &envd,
+        SendSignalRequest {
+            process: pid_sel(got.pid.unwrap()),
+            signal: Signal::Sigterm as i32,
+        },
+    ))
+    .await
+    .unwrap();
     let t = Instant::now();
     while alive(grandchild) && t.elapsed() < Duration::from_secs(3) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(!alive(grandchild), "grandchild survived SIGTERM of its command");
+    assert!(
+        !alive(grandchild),
+        "grandchild survived SIGTERM of its command"
+    );
 }
 
 #[tokio::test]
@@ -184,18 +339,39 @@ async fn env_and_cwd_rules() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
     let mut r = bash("echo \"$HOME|$USER|$LOGNAME|$E2B_SANDBOX|$X\"; pwd");
-    r.process.as_mut().unwrap().envs.insert("X".into(), "1".into());
-    let got = collect(c.start(req(&envd, r)).await.unwrap().into_inner(), |m| m.event).await;
+    r.process
+        .as_mut()
+        .unwrap()
+        .envs
+        .insert("X".into(), "1".into());
+    let got = collect(c.start(req(&envd, r)).await.unwrap().into_inner(), |m| {
+        m.event
+    })
+    .await;
     let out = String::from_utf8(got.stdout).unwrap();
-    let me = nix::unistd::User::from_uid(nix::unistd::Uid::current()).unwrap().unwrap();
-    let expect = format!("{}|{}|{}|true|1\n{}\n", me.dir.display(), me.name, me.name, envd.workdir().display());
+    let me = nix::unistd::User::from_uid(nix::unistd::Uid::current())
+        .unwrap()
+        .unwrap();
+    let expect = format!(
+        "{}|{}|{}|true|1\n{}\n",
+        me.dir.display(),
+        me.name,
+        me.name,
+        envd.workdir().display()
+    );
     assert_eq!(out, expect);
 
     // Relative cwd → the user's home.
     let mut r = bash("pwd");
     r.process.as_mut().unwrap().cwd = Some(".".into());
-    let got = collect(c.start(req(&envd, r)).await.unwrap().into_inner(), |m| m.event).await;
-    assert_eq!(String::from_utf8(got.stdout).unwrap().trim(), me.dir.display().to_string());
+    let got = collect(c.start(req(&envd, r)).await.unwrap().into_inner(), |m| {
+        m.event
+    })
+    .await;
+    assert_eq!(
+        String::from_utf8(got.stdout).unwrap().trim(),
+        me.dir.display().to_string()
+    );
 
     // Spawn failure → invalid_argument.
     let mut r = bash("");
@@ -208,14 +384,46 @@ async fn env_and_cwd_rules() {
 async fn exited_process_is_kept_for_late_connect() {
     let envd = spawn_envd_with(|c| c.with_exited_retention(Duration::from_millis(800))).await;
     let mut c = h2c(&envd).await;
-    let got = collect(c.start(req(&envd, bash("exit 4"))).await.unwrap().into_inner(), |m| m.event).await;
+    let got = collect(
+        c.start(req(&envd, bash("exit 4")))
+            .await
+            .unwrap()
+            .into_inner(),
+        |m| m.event,
+    )
+    .await;
     let pid = got.pid.unwrap();
-    let late = collect(c.connect(req(&envd, ConnectRequest { process: pid_sel(pid) })).await.unwrap().into_inner(), |m| m.event).await;
+    let late = collect(
+        c.connect(req(
+            &envd,
+            ConnectRequest {
+                process: pid_sel(pid),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner(),
+        |m| m.event,
+    )
+    .await;
     assert_eq!(late.pid, Some(pid));
     assert_eq!(late.end.unwrap().exit_code, 4);
-    let list = c.list(req(&envd, ListRequest {})).await.unwrap().into_inner();
+    let list = c
+        .list(req(&envd, ListRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
     assert!(list.processes.iter().all(|p| p.pid != pid));
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let err = c.connect(req(&envd, ConnectRequest { process: pid_sel(pid) })).await.err().unwrap();
+    let err = c
+        .connect(req(
+            &envd,
+            ConnectRequest {
+                process: pid_sel(pid),
+            },
+        ))
+        .await
+        .err()
+        .unwrap();
     assert_eq!(err.code(), tonic::Code::NotFound);
 }

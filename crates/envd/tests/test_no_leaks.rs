@@ -14,8 +14,21 @@ async fn no_fd_or_process_leak_after_many_commands() {
     let c = ConnectClient::new(&envd);
     let mut g = h2c(&envd).await;
     // Warm up connections and lazily-created runtime resources.
-    collect(g.start(req(&envd, bash("true"))).await.unwrap().into_inner(), |m| m.event).await;
-    let _ = c.stream("/process.Process/Start", &envelope(0, serde_json::to_string(&bash("true")).unwrap().as_bytes()), &[]).await;
+    collect(
+        g.start(req(&envd, bash("true")))
+            .await
+            .unwrap()
+            .into_inner(),
+        |m| m.event,
+    )
+    .await;
+    let _ = c
+        .stream(
+            "/process.Process/Start",
+            &envelope(0, serde_json::to_string(&bash("true")).unwrap().as_bytes()),
+            &[],
+        )
+        .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let before = open_fds();
     for i in 0..30 {
@@ -24,15 +37,30 @@ async fn no_fd_or_process_leak_after_many_commands() {
             r.stdin = Some(true);
         }
         if i % 5 == 0 {
-            r.pty = Some(e2b_envd_proto::process::Pty { size: Some(e2b_envd_proto::process::pty::Size { cols: 80, rows: 24 }) });
+            r.pty = Some(e2b_envd_proto::process::Pty {
+                size: Some(e2b_envd_proto::process::pty::Size { cols: 80, rows: 24 }),
+            });
         }
-        collect(g.start(req(&envd, r)).await.unwrap().into_inner(), |m| m.event).await;
-        let _ = c.stream("/process.Process/Start", &envelope(0, b"{bad"), &[]).await;
-        let _ = c.unary("/process.Process/SendInput", serde_json::json!({"process": {"pid": 4000000}, "input": {"stdin": "eA=="}})).await;
+        collect(g.start(req(&envd, r)).await.unwrap().into_inner(), |m| {
+            m.event
+        })
+        .await;
+        let _ = c
+            .stream("/process.Process/Start", &envelope(0, b"{bad"), &[])
+            .await;
+        let _ = c
+            .unary(
+                "/process.Process/SendInput",
+                serde_json::json!({"process": {"pid": 4000000}, "input": {"stdin": "eA=="}}),
+            )
+            .await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = open_fds();
-    assert!(after <= before + 2, "fd leak: {before} before, {after} after");
+    assert!(
+        after <= before + 2,
+        "fd leak: {before} before, {after} after"
+    );
     // No zombie children of this process.
     let me = std::process::id().to_string();
     let zombies: Vec<_> = std::fs::read_dir("/proc")
@@ -46,4 +74,3 @@ async fn no_fd_or_process_leak_after_many_commands() {
         .collect();
     assert!(zombies.is_empty(), "zombies: {zombies:?}");
 }
-

@@ -10,19 +10,29 @@ use base64::Engine as _;
 use common::*;
 use e2b_envd_proto::process::process_event::{Event, data_event::Output};
 use e2b_envd_proto::process::{
-    CloseStdinRequest, ProcessInput, ProcessSelector, Pty, SendInputRequest, SendSignalRequest, Signal, UpdateRequest,
-    process_input, process_selector::Selector, pty,
+    CloseStdinRequest, ProcessInput, ProcessSelector, Pty, SendInputRequest, SendSignalRequest,
+    Signal, UpdateRequest, process_input, process_selector::Selector, pty,
 };
 
 fn sel(pid: u32) -> Option<ProcessSelector> {
-    Some(ProcessSelector { selector: Some(Selector::Pid(pid)) })
+    Some(ProcessSelector {
+        selector: Some(Selector::Pid(pid)),
+    })
 }
 
 fn pty_input(pid: u32, data: &[u8]) -> SendInputRequest {
-    SendInputRequest { process: sel(pid), input: Some(ProcessInput { input: Some(process_input::Input::Pty(data.to_vec())) }) }
+    SendInputRequest {
+        process: sel(pid),
+        input: Some(ProcessInput {
+            input: Some(process_input::Input::Pty(data.to_vec())),
+        }),
+    }
 }
 
-async fn read_until(s: &mut tonic::Streaming<e2b_envd_proto::process::StartResponse>, needle: &str) -> String {
+async fn read_until(
+    s: &mut tonic::Streaming<e2b_envd_proto::process::StartResponse>,
+    needle: &str,
+) -> String {
     let mut seen = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), async {
         while !String::from_utf8_lossy(&seen).contains(needle) {
@@ -36,7 +46,12 @@ async fn read_until(s: &mut tonic::Streaming<e2b_envd_proto::process::StartRespo
         }
     })
     .await
-    .unwrap_or_else(|_| panic!("never saw {needle:?} in {:?}", String::from_utf8_lossy(&seen)));
+    .unwrap_or_else(|_| {
+        panic!(
+            "never saw {needle:?} in {:?}",
+            String::from_utf8_lossy(&seen)
+        )
+    });
     String::from_utf8_lossy(&seen).into_owned()
 }
 
@@ -46,31 +61,83 @@ async fn pty_input_resize_and_errors() {
     let mut c = h2c(&envd).await;
     let mut start = bash("");
     start.process.as_mut().unwrap().args = vec!["-i".into()];
-    start.process.as_mut().unwrap().envs.insert("TERM".into(), "xterm".into());
-    start.pty = Some(Pty { size: Some(pty::Size { cols: 91, rows: 27 }) });
+    start
+        .process
+        .as_mut()
+        .unwrap()
+        .envs
+        .insert("TERM".into(), "xterm".into());
+    start.pty = Some(Pty {
+        size: Some(pty::Size { cols: 91, rows: 27 }),
+    });
     start.stdin = None;
     let mut s = c.start(req(&envd, start)).await.unwrap().into_inner();
-    let pid = match s.message().await.unwrap().unwrap().event.unwrap().event.unwrap() {
+    let pid = match s
+        .message()
+        .await
+        .unwrap()
+        .unwrap()
+        .event
+        .unwrap()
+        .event
+        .unwrap()
+    {
         Event::Start(st) => st.pid,
         other => panic!("{other:?}"),
     };
-    c.send_input(req(&envd, pty_input(pid, b"tty; stty size\n"))).await.unwrap();
+    c.send_input(req(&envd, pty_input(pid, b"tty; stty size\n")))
+        .await
+        .unwrap();
     let out = read_until(&mut s, "27 91").await;
     assert!(out.contains("/dev/pts/"), "{out}");
 
-    c.update(req(&envd, UpdateRequest { process: sel(pid), pty: Some(Pty { size: Some(pty::Size { cols: 120, rows: 40 }) }) }))
+    c.update(req(
+        &envd,
+        UpdateRequest {
+            process: sel(pid),
+            pty: Some(Pty {
+                size: Some(pty::Size {
+                    cols: 120,
+                    rows: 40,
+                }),
+            }),
+        },
+    ))
+    .await
+    .unwrap();
+    c.update(req(
+        &envd,
+        UpdateRequest {
+            process: sel(pid),
+            pty: None,
+        },
+    ))
+    .await
+    .unwrap();
+    c.send_input(req(&envd, pty_input(pid, b"stty size\n")))
         .await
         .unwrap();
-    c.update(req(&envd, UpdateRequest { process: sel(pid), pty: None })).await.unwrap();
-    c.send_input(req(&envd, pty_input(pid, b"stty size\n"))).await.unwrap();
     read_until(&mut s, "40 120").await;
 
-    let err = c.close_stdin(req(&envd, CloseStdinRequest { process: sel(pid) })).await.unwrap_err();
+    let err = c
+        .close_stdin(req(&envd, CloseStdinRequest { process: sel(pid) }))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unknown);
-    let stdin = SendInputRequest { process: sel(pid), input: Some(ProcessInput { input: Some(process_input::Input::Stdin(b"x".to_vec())) }) };
-    assert_eq!(c.send_input(req(&envd, stdin)).await.unwrap_err().code(), tonic::Code::Internal);
+    let stdin = SendInputRequest {
+        process: sel(pid),
+        input: Some(ProcessInput {
+            input: Some(process_input::Input::Stdin(b"x".to_vec())),
+        }),
+    };
+    assert_eq!(
+        c.send_input(req(&envd, stdin)).await.unwrap_err().code(),
+        tonic::Code::Internal
+    );
 
-    c.send_input(req(&envd, pty_input(pid, b"exit 3\n"))).await.unwrap();
+    c.send_input(req(&envd, pty_input(pid, b"exit 3\n")))
+        .await
+        .unwrap();
     let rest = collect(s, |m| m.event).await;
     assert_eq!(rest.end.unwrap().exit_code, 3);
 }
@@ -79,18 +146,53 @@ async fn pty_input_resize_and_errors() {
 async fn update_and_pty_input_on_a_pipe_process_are_internal() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
-    let mut s = c.start(req(&envd, bash("sleep 30"))).await.unwrap().into_inner();
-    let pid = match s.message().await.unwrap().unwrap().event.unwrap().event.unwrap() {
+    let mut s = c
+        .start(req(&envd, bash("sleep 30")))
+        .await
+        .unwrap()
+        .into_inner();
+    let pid = match s
+        .message()
+        .await
+        .unwrap()
+        .unwrap()
+        .event
+        .unwrap()
+        .event
+        .unwrap()
+    {
         Event::Start(st) => st.pid,
         other => panic!("{other:?}"),
     };
     let err = c
-        .update(req(&envd, UpdateRequest { process: sel(pid), pty: Some(Pty { size: Some(pty::Size { cols: 1, rows: 1 }) }) }))
+        .update(req(
+            &envd,
+            UpdateRequest {
+                process: sel(pid),
+                pty: Some(Pty {
+                    size: Some(pty::Size { cols: 1, rows: 1 }),
+                }),
+            },
+        ))
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::Internal);
-    assert_eq!(c.send_input(req(&envd, pty_input(pid, b"x"))).await.unwrap_err().code(), tonic::Code::Internal);
-    c.send_signal(req(&envd, SendSignalRequest { process: sel(pid), signal: Signal::Sigkill as i32 })).await.unwrap();
+    assert_eq!(
+        c.send_input(req(&envd, pty_input(pid, b"x")))
+            .await
+            .unwrap_err()
+            .code(),
+        tonic::Code::Internal
+    );
+    c.send_signal(req(
+        &envd,
+        SendSignalRequest {
+            process: sel(pid),
+            signal: Signal::Sigkill as i32,
+        },
+    ))
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -108,8 +210,12 @@ async fn runs_as_the_basic_auth_user_when_root() {
     let mut start = bash("id -u; id -g; echo $USER $HOME; sleep 1000 & echo $!; wait");
     start.process.as_mut().unwrap().cwd = Some("/".into());
     let mut r = req(&envd, start);
-    let auth = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("nobody:"));
-    r.metadata_mut().insert("authorization", auth.parse().unwrap());
+    let auth = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("nobody:")
+    );
+    r.metadata_mut()
+        .insert("authorization", auth.parse().unwrap());
     let mut s = c.start(r).await.unwrap().into_inner();
     let mut got = Collected::default();
     while String::from_utf8_lossy(&got.stdout).lines().count() < 4 {
@@ -122,7 +228,15 @@ async fn runs_as_the_basic_auth_user_when_root() {
     assert_eq!(lines[2], format!("nobody {}", nobody.dir.display()));
     // A kill from root reaches the user's whole group.
     let grandchild: i32 = lines[3].parse().unwrap();
-    c.send_signal(req(&envd, SendSignalRequest { process: sel(got.pid.unwrap()), signal: Signal::Sigkill as i32 })).await.unwrap();
+    c.send_signal(req(
+        &envd,
+        SendSignalRequest {
+            process: sel(got.pid.unwrap()),
+            signal: Signal::Sigkill as i32,
+        },
+    ))
+    .await
+    .unwrap();
     let end = collect(s, |m| m.event).await.end.unwrap();
     assert_eq!(end.status, "signal: killed");
     tokio::time::sleep(Duration::from_millis(200)).await;

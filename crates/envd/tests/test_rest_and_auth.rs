@@ -8,12 +8,15 @@ use common::*;
 use e2b_envd_proto::process::ListRequest;
 use serde_json::json;
 
-const UNAUTHORIZED: &str = "unauthorized access, please provide a valid access token or method signing if supported";
+const UNAUTHORIZED: &str =
+    "unauthorized access, please provide a valid access token or method signing if supported";
 
 #[tokio::test]
 async fn health_is_open_and_204() {
     let envd = spawn_envd().await;
-    let r = reqwest::get(format!("{}/health", envd.url())).await.unwrap();
+    let r = reqwest::get(format!("{}/health", envd.url()))
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 204);
     assert_eq!(r.headers()["cache-control"], "no-store");
 }
@@ -45,7 +48,10 @@ async fn token_is_required_everywhere_else() {
     }
     // gRPC over h2c.
     let mut c = h2c(&envd).await;
-    let err = c.list(tonic::Request::new(ListRequest {})).await.unwrap_err();
+    let err = c
+        .list(tonic::Request::new(ListRequest {}))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unauthenticated);
     c.list(req(&envd, ListRequest {})).await.unwrap();
 }
@@ -55,17 +61,36 @@ async fn envs_metrics_and_init() {
     let envd = spawn_envd().await;
     let token = envd.access_token().unwrap();
     let http = reqwest::Client::new();
-    let get = |p: &str| http.get(format!("{}{p}", envd.url())).header("x-access-token", token.clone());
+    let get = |p: &str| {
+        http.get(format!("{}{p}", envd.url()))
+            .header("x-access-token", token.clone())
+    };
     let envs: serde_json::Value = get("/envs").send().await.unwrap().json().await.unwrap();
     assert_eq!(envs, json!({"E2B_SANDBOX": "true"}));
     let m: serde_json::Value = get("/metrics").send().await.unwrap().json().await.unwrap();
-    for k in ["ts", "cpu_count", "cpu_used_pct", "mem_total", "mem_used", "mem_cache", "mem_total_mib", "mem_used_mib", "disk_used", "disk_total"] {
+    for k in [
+        "ts",
+        "cpu_count",
+        "cpu_used_pct",
+        "mem_total",
+        "mem_used",
+        "mem_cache",
+        "mem_total_mib",
+        "mem_used_mib",
+        "disk_used",
+        "disk_total",
+    ] {
         assert!(m.get(k).is_some(), "missing {k} in {m}");
     }
     assert!(m["mem_total"].as_u64().unwrap() > 0);
 
     // /init without the current token is refused once a token is set.
-    let r = http.post(format!("{}/init", envd.url())).json(&json!({"envVars": {"A": "1"}})).send().await.unwrap();
+    let r = http
+        .post(format!("{}/init", envd.url()))
+        .json(&json!({"envVars": {"A": "1"}}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 401);
 
     let r = http
@@ -76,17 +101,34 @@ async fn envs_metrics_and_init() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 204);
-    assert_eq!(r.headers()["x-envd-version"], e2b_envd::IMPLEMENTED_ENVD_VERSION);
+    assert_eq!(
+        r.headers()["x-envd-version"],
+        e2b_envd::IMPLEMENTED_ENVD_VERSION
+    );
     assert_eq!(envd.access_token().as_deref(), Some("new-token"));
     let r = get("/envs").send().await.unwrap();
     assert_eq!(r.status().as_u16(), 401);
-    let envs: serde_json::Value =
-        http.get(format!("{}/envs", envd.url())).header("x-access-token", "new-token").send().await.unwrap().json().await.unwrap();
+    let envs: serde_json::Value = http
+        .get(format!("{}/envs", envd.url()))
+        .header("x-access-token", "new-token")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(envs, json!({"E2B_SANDBOX": "true", "A": "1"}));
 
     // The new env vars and workdir reach commands; envVars replace the previous set.
     let mut c = h2c(&envd).await;
-    let got = collect(c.start(req(&envd, bash("echo $A; pwd"))).await.unwrap().into_inner(), |m| m.event).await;
+    let got = collect(
+        c.start(req(&envd, bash("echo $A; pwd")))
+            .await
+            .unwrap()
+            .into_inner(),
+        |m| m.event,
+    )
+    .await;
     assert_eq!(got.stdout, b"1\n/tmp\n");
     let r = http
         .post(format!("{}/init", envd.url()))
@@ -96,8 +138,15 @@ async fn envs_metrics_and_init() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 204);
-    let envs: serde_json::Value =
-        http.get(format!("{}/envs", envd.url())).header("x-access-token", "new-token").send().await.unwrap().json().await.unwrap();
+    let envs: serde_json::Value = http
+        .get(format!("{}/envs", envd.url()))
+        .header("x-access-token", "new-token")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(envs, json!({"E2B_SANDBOX": "true", "B": "2"}));
 }
 
@@ -109,10 +158,26 @@ async fn open_daemon_and_configured_version() {
     })
     .await;
     let http = reqwest::Client::new();
-    assert_eq!(http.get(format!("{}/envs", envd.url())).send().await.unwrap().status().as_u16(), 200);
-    let r = http.post(format!("{}/init", envd.url())).send().await.unwrap();
+    assert_eq!(
+        http.get(format!("{}/envs", envd.url()))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+    let r = http
+        .post(format!("{}/init", envd.url()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.headers()["x-envd-version"], "0.5.1");
-    let r = http.get(format!("{}/nope", envd.url())).send().await.unwrap();
+    let r = http
+        .get(format!("{}/nope", envd.url()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 404);
 }
 
@@ -121,10 +186,20 @@ async fn unknown_basic_auth_user_is_unauthenticated() {
     use base64::Engine as _;
     let envd = spawn_envd().await;
     let c = ConnectClient::new(&envd);
-    let auth = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("no-such-user-xyz:"));
+    let auth = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("no-such-user-xyz:")
+    );
     let body = envelope(0, serde_json::to_string(&bash("true")).unwrap().as_bytes());
-    let (s, env) = c.stream("/process.Process/Start", &body, &[("authorization", &auth)]).await;
+    let (s, env) = c
+        .stream("/process.Process/Start", &body, &[("authorization", &auth)])
+        .await;
     assert_eq!(s, 200);
     assert_eq!(env[0].1["error"]["code"], "unauthenticated");
-    assert!(env[0].1["error"]["message"].as_str().unwrap().starts_with("invalid username: 'no-such-user-xyz'"));
+    assert!(
+        env[0].1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid username: 'no-such-user-xyz'")
+    );
 }

@@ -23,10 +23,16 @@ async fn raw(envd: &TestEnvd, request: &[u8]) -> Vec<u8> {
 async fn garbage_and_huge_headers_keep_the_daemon_serving() {
     let envd = spawn_envd().await;
     let _ = raw(&envd, b"\x00\x01\x02 garbage\r\n\r\n").await;
-    let big = format!("GET /health HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "a".repeat(1 << 20));
+    let big = format!(
+        "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(1 << 20)
+    );
     let out = raw(&envd, big.as_bytes()).await;
     let text = String::from_utf8_lossy(&out);
-    assert!(text.is_empty() || text.starts_with("HTTP/1.1 431") || text.starts_with("HTTP/1.1 400"), "{text}");
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 431") || text.starts_with("HTTP/1.1 400"),
+        "{text}"
+    );
     // Truncated chunked body on a streaming call.
     let token = envd.access_token().unwrap();
     let req = format!(
@@ -35,7 +41,14 @@ async fn garbage_and_huge_headers_keep_the_daemon_serving() {
     let _ = raw(&envd, req.as_bytes()).await;
     let mut c = h2c(&envd).await;
     c.list(req_list(&envd)).await.unwrap();
-    assert_eq!(reqwest::get(format!("{}/health", envd.url())).await.unwrap().status().as_u16(), 204);
+    assert_eq!(
+        reqwest::get(format!("{}/health", envd.url()))
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        204
+    );
 }
 
 fn req_list(envd: &TestEnvd) -> tonic::Request<ListRequest> {
@@ -49,7 +62,11 @@ async fn shutdown_kills_and_reaps_every_process() {
     let mut pids = Vec::new();
     let mut streams = Vec::new();
     for _ in 0..3 {
-        let mut s = c.start(req(&envd, bash("sleep 1000 & sleep 1000"))).await.unwrap().into_inner();
+        let mut s = c
+            .start(req(&envd, bash("sleep 1000 & sleep 1000")))
+            .await
+            .unwrap()
+            .into_inner();
         let mut got = Collected::default();
         got.push(s.message().await.unwrap().unwrap().event.unwrap());
         pids.push(got.pid.unwrap() as i32);
@@ -62,7 +79,10 @@ async fn shutdown_kills_and_reaps_every_process() {
     for p in &pids {
         assert!(!alive(*p), "pid {p} alive after shutdown");
         // Reaped: not even a zombie entry.
-        assert!(!std::path::Path::new(&format!("/proc/{p}")).exists(), "pid {p} not reaped");
+        assert!(
+            !std::path::Path::new(&format!("/proc/{p}")).exists(),
+            "pid {p} not reaped"
+        );
     }
     for s in streams {
         let got = collect(s, |m| m.event).await;
@@ -74,7 +94,11 @@ async fn shutdown_kills_and_reaps_every_process() {
 async fn drop_kills_processes() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
-    let mut s = c.start(req(&envd, bash("sleep 1000"))).await.unwrap().into_inner();
+    let mut s = c
+        .start(req(&envd, bash("sleep 1000")))
+        .await
+        .unwrap()
+        .into_inner();
     let mut got = Collected::default();
     got.push(s.message().await.unwrap().unwrap().event.unwrap());
     let pid = got.pid.unwrap() as i32;
@@ -85,4 +109,3 @@ async fn drop_kills_processes() {
     }
     assert!(!alive(pid));
 }
-

@@ -71,12 +71,21 @@ pub async fn spawn_envd() -> TestEnvd {
 #[allow(clippy::expect_used)]
 pub async fn spawn_envd_with(configure: impl FnOnce(EnvdConfig) -> EnvdConfig) -> TestEnvd {
     let workdir = tempfile::tempdir().expect("create a temporary workdir");
-    let token = format!("test-token-{}-{}", std::process::id(), workdir.path().display().to_string().len());
+    let token = format!(
+        "test-token-{}-{}",
+        std::process::id(),
+        workdir.path().display().to_string().len()
+    );
     let config = EnvdConfig::ephemeral()
         .with_access_token(token)
         .with_default_workdir(workdir.path());
-    let handle = e2b_envd::Envd::start(configure(config)).await.expect("start envd");
-    TestEnvd { handle: Some(handle), workdir }
+    let handle = e2b_envd::Envd::start(configure(config))
+        .await
+        .expect("start envd");
+    TestEnvd {
+        handle: Some(handle),
+        workdir,
+    }
 }
 
 /// Starts a daemon with no access token (open, as envd before `/init`).

@@ -10,7 +10,10 @@ pub trait ConnectMessage:
     prost::Message + Default + serde::Serialize + serde::de::DeserializeOwned + Send + 'static
 {
 }
-impl<T> ConnectMessage for T where T: prost::Message + Default + serde::Serialize + serde::de::DeserializeOwned + Send + 'static {}
+impl<T> ConnectMessage for T where
+    T: prost::Message + Default + serde::Serialize + serde::de::DeserializeOwned + Send + 'static
+{
+}
 
 /// The message codec of a request (and its response).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,7 +27,12 @@ pub enum Codec {
 
 /// Parses a Content-Type into (streaming?, codec). `None` = not a Connect content type.
 pub(crate) fn parse_content_type(ct: &str) -> Option<(bool, Codec)> {
-    let base = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let base = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     match base.as_str() {
         "application/json" => Some((false, Codec::Json)),
         "application/proto" => Some((false, Codec::Proto)),
@@ -43,9 +51,11 @@ impl Codec {
                 if bytes.iter().all(|b| b.is_ascii_whitespace()) {
                     return Ok(T::default());
                 }
-                serde_json::from_slice(bytes).map_err(|e| Status::invalid_argument(format!("unmarshal JSON message: {e}")))
+                serde_json::from_slice(bytes)
+                    .map_err(|e| Status::invalid_argument(format!("unmarshal JSON message: {e}")))
             }
-            Codec::Proto => T::decode(bytes).map_err(|e| Status::invalid_argument(format!("unmarshal protobuf message: {e}"))),
+            Codec::Proto => T::decode(bytes)
+                .map_err(|e| Status::invalid_argument(format!("unmarshal protobuf message: {e}"))),
         }
     }
 
@@ -84,7 +94,10 @@ pub(crate) struct ConnectDecoder<T> {
 
 impl<T> ConnectDecoder<T> {
     pub(crate) fn new(codec: Codec) -> Self {
-        Self { codec, _m: PhantomData }
+        Self {
+            codec,
+            _m: PhantomData,
+        }
     }
 }
 

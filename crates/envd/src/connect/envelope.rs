@@ -30,13 +30,19 @@ pub fn parse_single_envelope(body: &Bytes, max: usize) -> Result<Bytes, Status> 
     let flags = body[0];
     let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
     if len > max {
-        return Err(Status::resource_exhausted(format!("message size {len} is larger than the {max} byte limit")));
+        return Err(Status::resource_exhausted(format!(
+            "message size {len} is larger than the {max} byte limit"
+        )));
     }
     if flags & COMPRESSED_FLAG != 0 {
-        return Err(Status::internal("protocol error: received a compressed message, but no compression was negotiated"));
+        return Err(Status::internal(
+            "protocol error: received a compressed message, but no compression was negotiated",
+        ));
     }
     if flags != 0 {
-        return Err(Status::invalid_argument(format!("protocol error: invalid envelope flags {flags:#04x} in a request")));
+        return Err(Status::invalid_argument(format!(
+            "protocol error: invalid envelope flags {flags:#04x} in a request"
+        )));
     }
     let end = 5 + len;
     if body.len() < end {
@@ -46,7 +52,9 @@ pub fn parse_single_envelope(body: &Bytes, max: usize) -> Result<Bytes, Status> 
         )));
     }
     if body.len() > end {
-        return Err(Status::invalid_argument("protocol error: a server-streaming request must carry exactly one message"));
+        return Err(Status::invalid_argument(
+            "protocol error: a server-streaming request must carry exactly one message",
+        ));
     }
     Ok(body.slice(5..end))
 }
@@ -59,7 +67,10 @@ mod tests {
     fn roundtrip() {
         let e = encode_envelope(0, b"{}");
         assert_eq!(&e[..], &[0, 0, 0, 0, 2, b'{', b'}']);
-        assert_eq!(parse_single_envelope(&e, 10).ok().as_deref(), Some(&b"{}"[..]));
+        assert_eq!(
+            parse_single_envelope(&e, 10).ok().as_deref(),
+            Some(&b"{}"[..])
+        );
         assert!(parse_single_envelope(&e.slice(..4), 10).is_err());
         assert!(parse_single_envelope(&e.slice(..6), 10).is_err());
         assert!(parse_single_envelope(&e, 1).is_err());

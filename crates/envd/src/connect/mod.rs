@@ -39,14 +39,17 @@ use tonic::Status;
 use tonic::metadata::MetadataMap;
 
 pub use codec::{Codec, ConnectMessage};
-pub use envelope::{END_STREAM_FLAG, COMPRESSED_FLAG, encode_envelope, parse_single_envelope};
+pub use envelope::{COMPRESSED_FLAG, END_STREAM_FLAG, encode_envelope, parse_single_envelope};
 pub use errors::{code_name, error_json, http_status};
 
 type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 type ByteStream = BoxStream<'static, Result<Bytes, Status>>;
-type UnaryFn = Arc<dyn Fn(MetadataMap, Bytes, Codec) -> BoxFut<Result<Bytes, Status>> + Send + Sync>;
-type ServerStreamFn = Arc<dyn Fn(MetadataMap, Bytes, Codec) -> BoxFut<Result<ByteStream, Status>> + Send + Sync>;
-type ClientStreamFn = Arc<dyn Fn(MetadataMap, Body, Codec, usize) -> BoxFut<Result<Bytes, Status>> + Send + Sync>;
+type UnaryFn =
+    Arc<dyn Fn(MetadataMap, Bytes, Codec) -> BoxFut<Result<Bytes, Status>> + Send + Sync>;
+type ServerStreamFn =
+    Arc<dyn Fn(MetadataMap, Bytes, Codec) -> BoxFut<Result<ByteStream, Status>> + Send + Sync>;
+type ClientStreamFn =
+    Arc<dyn Fn(MetadataMap, Body, Codec, usize) -> BoxFut<Result<Bytes, Status>> + Send + Sync>;
 
 #[derive(Clone)]
 enum Method {
@@ -68,7 +71,10 @@ impl std::fmt::Debug for ConnectRouter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut names: Vec<_> = self.methods.keys().collect();
         names.sort();
-        f.debug_struct("ConnectRouter").field("methods", &names).field("max_message_bytes", &self.max_message_bytes).finish()
+        f.debug_struct("ConnectRouter")
+            .field("methods", &names)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .finish()
     }
 }
 
@@ -79,7 +85,10 @@ fn make_request<T>(metadata: MetadataMap, message: T) -> tonic::Request<T> {
 impl ConnectRouter {
     /// An empty router accepting messages up to `max_message_bytes`.
     pub fn new(max_message_bytes: usize) -> Self {
-        Self { methods: HashMap::new(), max_message_bytes }
+        Self {
+            methods: HashMap::new(),
+            max_message_bytes,
+        }
     }
 
     /// Whether `path` (for example `/process.Process/Start`) is a registered procedure.
@@ -89,7 +98,9 @@ impl ConnectRouter {
 
     /// Whether any procedure of the service prefix of `path` (`/process.Process/`) is registered.
     pub fn serves_service_of(&self, path: &str) -> bool {
-        let Some(idx) = path.rfind('/') else { return false };
+        let Some(idx) = path.rfind('/') else {
+            return false;
+        };
         let prefix = &path[..=idx];
         idx > 0 && self.methods.keys().any(|k| k.starts_with(prefix))
     }
@@ -119,7 +130,8 @@ impl ConnectRouter {
                 codec.encode(resp.get_ref())
             })
         });
-        self.methods.insert(path.to_string(), Method::Unary(handler));
+        self.methods
+            .insert(path.to_string(), Method::Unary(handler));
         self
     }
 
@@ -138,11 +150,14 @@ impl ConnectRouter {
             Box::pin(async move {
                 let msg: Req = codec.decode(&body)?;
                 let resp = f(make_request(md, msg)).await?;
-                let stream = resp.into_inner().map(move |item| item.and_then(|m| codec.encode(&m)));
+                let stream = resp
+                    .into_inner()
+                    .map(move |item| item.and_then(|m| codec.encode(&m)));
                 Ok(stream.boxed())
             })
         });
-        self.methods.insert(path.to_string(), Method::ServerStream(handler));
+        self.methods
+            .insert(path.to_string(), Method::ServerStream(handler));
         self
     }
 
@@ -158,12 +173,18 @@ impl ConnectRouter {
         let handler: ClientStreamFn = Arc::new(move |md, body, codec, max| {
             let f = f.clone();
             Box::pin(async move {
-                let streaming = tonic::Streaming::new_request(codec::ConnectDecoder::<Req>::new(codec), body, None, Some(max));
+                let streaming = tonic::Streaming::new_request(
+                    codec::ConnectDecoder::<Req>::new(codec),
+                    body,
+                    None,
+                    Some(max),
+                );
                 let resp = f(make_request(md, streaming)).await?;
                 codec.encode(resp.get_ref())
             })
         });
-        self.methods.insert(path.to_string(), Method::ClientStream(handler));
+        self.methods
+            .insert(path.to_string(), Method::ClientStream(handler));
         self
     }
 
@@ -171,7 +192,12 @@ impl ConnectRouter {
     /// every failure becomes a Connect error response.
     pub async fn handle(&self, req: Request<Body>) -> Response<Body> {
         let path = req.uri().path().to_string();
-        let ct = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let ct = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
         let parsed = codec::parse_content_type(&ct);
         let Some(method) = self.methods.get(&path).cloned() else {
             let status = Status::unimplemented(format!("{path} is not implemented"));
@@ -185,7 +211,8 @@ impl ConnectRouter {
                 StatusCode::METHOD_NOT_ALLOWED,
                 &Status::unimplemented("Connect procedures only accept POST"),
             );
-            resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+            resp.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
             return resp;
         }
         let streaming_kind = !matches!(method, Method::Unary(_));
@@ -213,7 +240,10 @@ impl ConnectRouter {
                 match result {
                     Ok(bytes) => {
                         let mut resp = Response::new(Body::from(bytes));
-                        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(codec.unary_content_type()));
+                        resp.headers_mut().insert(
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static(codec.unary_content_type()),
+                        );
                         resp
                     }
                     Err(status) => unary_error_response(http_status(status.code()), &status),
@@ -232,7 +262,8 @@ impl ConnectRouter {
                 }
             }
             Method::ClientStream(f) => {
-                let result = with_deadline(deadline, f(metadata, body, codec, self.max_message_bytes)).await;
+                let result =
+                    with_deadline(deadline, f(metadata, body, codec, self.max_message_bytes)).await;
                 let frames: Vec<Result<Bytes, Infallible>> = match result {
                     Ok(msg) => vec![Ok(encode_envelope(0, &msg)), Ok(end_stream_ok())],
                     Err(status) => vec![Ok(end_stream_error(&status))],
@@ -243,36 +274,64 @@ impl ConnectRouter {
     }
 
     fn error_for(&self, streaming: bool, codec: Codec, status: Status) -> Response<Body> {
-        if streaming { stream_error_response(codec, &status) } else { unary_error_response(http_status(status.code()), &status) }
+        if streaming {
+            stream_error_response(codec, &status)
+        } else {
+            unary_error_response(http_status(status.code()), &status)
+        }
     }
 }
 
 fn check_compression(headers: &HeaderMap, streaming: bool) -> Result<(), Status> {
-    let name = if streaming { "connect-content-encoding" } else { "content-encoding" };
-    match headers.get(name).map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase()) {
+    let name = if streaming {
+        "connect-content-encoding"
+    } else {
+        "content-encoding"
+    };
+    match headers
+        .get(name)
+        .map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase())
+    {
         None => Ok(()),
         Some(v) if v.is_empty() || v == "identity" => Ok(()),
-        Some(v) => Err(Status::unimplemented(format!("unsupported compression \"{v}\": this server only accepts identity"))),
+        Some(v) => Err(Status::unimplemented(format!(
+            "unsupported compression \"{v}\": this server only accepts identity"
+        ))),
     }
 }
 
 /// Parses `Connect-Timeout-Ms` (≤ 10 ASCII digits). `0` or absent = none.
 pub fn parse_timeout(headers: &HeaderMap) -> Result<Option<Duration>, Status> {
-    let Some(v) = headers.get("connect-timeout-ms") else { return Ok(None) };
+    let Some(v) = headers.get("connect-timeout-ms") else {
+        return Ok(None);
+    };
     let s = v.to_str().unwrap_or("").trim();
     if s.is_empty() || s.len() > 10 || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(Status::invalid_argument(format!("invalid Connect-Timeout-Ms header {s:?}: want up to 10 digits")));
+        return Err(Status::invalid_argument(format!(
+            "invalid Connect-Timeout-Ms header {s:?}: want up to 10 digits"
+        )));
     }
-    let ms: u64 = s.parse().map_err(|_| Status::invalid_argument("invalid Connect-Timeout-Ms header"))?;
-    Ok(if ms == 0 { None } else { Some(Duration::from_millis(ms)) })
+    let ms: u64 = s
+        .parse()
+        .map_err(|_| Status::invalid_argument("invalid Connect-Timeout-Ms header"))?;
+    Ok(if ms == 0 {
+        None
+    } else {
+        Some(Duration::from_millis(ms))
+    })
 }
 
-async fn with_deadline<T>(deadline: Option<Instant>, fut: impl Future<Output = Result<T, Status>>) -> Result<T, Status> {
+async fn with_deadline<T>(
+    deadline: Option<Instant>,
+    fut: impl Future<Output = Result<T, Status>>,
+) -> Result<T, Status> {
     match deadline {
         None => fut.await,
         Some(d) => match tokio::time::timeout_at(d, fut).await {
             Ok(r) => r,
-            Err(_) => Err(Status::deadline_exceeded("the Connect-Timeout-Ms deadline expired")),
+            Err(_) => Err(Status::deadline_exceeded(
+                "the Connect-Timeout-Ms deadline expired",
+            )),
         },
     }
 }
@@ -282,10 +341,16 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, Status> {
     match http_body_util::Limited::new(body, limit).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
-                Err(Status::resource_exhausted(format!("request message larger than the {limit} byte limit")))
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err(Status::resource_exhausted(format!(
+                    "request message larger than the {limit} byte limit"
+                )))
             } else {
-                Err(Status::internal(format!("reading the request body failed: {e}")))
+                Err(Status::internal(format!(
+                    "reading the request body failed: {e}"
+                )))
             }
         }
     }
@@ -302,7 +367,10 @@ fn end_stream_error(status: &Status) -> Bytes {
 
 fn streaming_http_response(codec: Codec, body: Body) -> Response<Body> {
     let mut resp = Response::new(body);
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(codec.stream_content_type()));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(codec.stream_content_type()),
+    );
     resp
 }
 
@@ -313,7 +381,10 @@ fn stream_error_response(codec: Codec, status: &Status) -> Response<Body> {
 fn unary_error_response(http: StatusCode, status: &Status) -> Response<Body> {
     let mut resp = Response::new(Body::from(error_json(status).to_string()));
     *resp.status_mut() = http;
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
@@ -325,7 +396,8 @@ fn unsupported_media_type(streaming: bool) -> Response<Body> {
     } else {
         "application/json, application/proto"
     };
-    resp.headers_mut().insert("accept-post", HeaderValue::from_static(accept));
+    resp.headers_mut()
+        .insert("accept-post", HeaderValue::from_static(accept));
     resp
 }
 
@@ -334,28 +406,34 @@ fn stream_response(codec: Codec, inner: ByteStream, deadline: Option<Instant>) -
         inner: Option<ByteStream>,
         deadline: Option<Instant>,
     }
-    let frames = futures::stream::unfold(St { inner: Some(inner), deadline }, |mut st| async move {
-        let inner = st.inner.as_mut()?;
-        let next = match st.deadline {
-            None => inner.next().await,
-            Some(d) => tokio::select! {
-                biased;
-                n = inner.next() => n,
-                _ = tokio::time::sleep_until(d) => Some(Err(Status::deadline_exceeded("the Connect-Timeout-Ms deadline expired"))),
-            },
-        };
-        let frame = match next {
-            Some(Ok(msg)) => encode_envelope(0, &msg),
-            Some(Err(status)) => {
-                st.inner = None;
-                end_stream_error(&status)
-            }
-            None => {
-                st.inner = None;
-                end_stream_ok()
-            }
-        };
-        Some((Ok::<_, Infallible>(frame), st))
-    });
+    let frames = futures::stream::unfold(
+        St {
+            inner: Some(inner),
+            deadline,
+        },
+        |mut st| async move {
+            let inner = st.inner.as_mut()?;
+            let next = match st.deadline {
+                None => inner.next().await,
+                Some(d) => tokio::select! {
+                    biased;
+                    n = inner.next() => n,
+                    _ = tokio::time::sleep_until(d) => Some(Err(Status::deadline_exceeded("the Connect-Timeout-Ms deadline expired"))),
+                },
+            };
+            let frame = match next {
+                Some(Ok(msg)) => encode_envelope(0, &msg),
+                Some(Err(status)) => {
+                    st.inner = None;
+                    end_stream_error(&status)
+                }
+                None => {
+                    st.inner = None;
+                    end_stream_ok()
+                }
+            };
+            Some((Ok::<_, Infallible>(frame), st))
+        },
+    );
     streaming_http_response(codec, Body::from_stream(frames))
 }

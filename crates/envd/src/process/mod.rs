@@ -13,10 +13,10 @@ use std::time::Duration;
 use e2b_envd_proto::process::process_event::{Event, KeepAlive, StartEvent};
 use e2b_envd_proto::process::process_server::Process;
 use e2b_envd_proto::process::{
-    CloseStdinRequest, CloseStdinResponse, ConnectRequest, ConnectResponse, ListRequest, ListResponse, ProcessEvent,
-    ProcessInfo, SendInputRequest, SendInputResponse, SendSignalRequest, SendSignalResponse, Signal, StartRequest,
-    StartResponse, StreamInputRequest, StreamInputResponse, UpdateRequest, UpdateResponse, process_input,
-    stream_input_request,
+    CloseStdinRequest, CloseStdinResponse, ConnectRequest, ConnectResponse, ListRequest,
+    ListResponse, ProcessEvent, ProcessInfo, SendInputRequest, SendInputResponse,
+    SendSignalRequest, SendSignalResponse, Signal, StartRequest, StartResponse, StreamInputRequest,
+    StreamInputResponse, UpdateRequest, UpdateResponse, process_input, stream_input_request,
 };
 use futures::{Stream, StreamExt as _};
 use tokio::time::Instant;
@@ -80,7 +80,9 @@ pub(crate) fn register_connect(router: ConnectRouter, svc: Arc<ProcessService>) 
 fn process_timeout(md: &tonic::metadata::MetadataMap) -> Result<Option<Duration>, Status> {
     if let Some(v) = md.get("connect-timeout-ms") {
         let s = v.to_str().unwrap_or("").trim();
-        let ms: u64 = s.parse().map_err(|_| Status::invalid_argument(format!("invalid Connect-Timeout-Ms header {s:?}")))?;
+        let ms: u64 = s.parse().map_err(|_| {
+            Status::invalid_argument(format!("invalid Connect-Timeout-Ms header {s:?}"))
+        })?;
         return Ok((ms > 0).then(|| Duration::from_millis(ms)));
     }
     if let Some(v) = md.get("grpc-timeout") {
@@ -135,7 +137,12 @@ const COALESCE_LIMIT: usize = 1 << 20;
 /// costs less often. Order is kept: a different event stops the merge and is delivered next.
 fn coalesce(first: Event, rx: &mut subscriber::SubRx, pending: &mut Option<Event>) -> Event {
     use e2b_envd_proto::process::process_event::{DataEvent, data_event::Output};
-    let Event::Data(DataEvent { output: Some(mut out) }) = first else { return first };
+    let Event::Data(DataEvent {
+        output: Some(mut out),
+    }) = first
+    else {
+        return first;
+    };
     loop {
         let len = match &out {
             Output::Stdout(b) | Output::Stderr(b) | Output::Pty(b) => b.len(),
@@ -146,17 +153,35 @@ fn coalesce(first: Event, rx: &mut subscriber::SubRx, pending: &mut Option<Event
         let Some(next) = rx.try_recv() else { break };
         let same = matches!(
             (&out, &next),
-            (Output::Stdout(_), Event::Data(DataEvent { output: Some(Output::Stdout(_)) }))
-                | (Output::Stderr(_), Event::Data(DataEvent { output: Some(Output::Stderr(_)) }))
-                | (Output::Pty(_), Event::Data(DataEvent { output: Some(Output::Pty(_)) }))
+            (
+                Output::Stdout(_),
+                Event::Data(DataEvent {
+                    output: Some(Output::Stdout(_))
+                })
+            ) | (
+                Output::Stderr(_),
+                Event::Data(DataEvent {
+                    output: Some(Output::Stderr(_))
+                })
+            ) | (
+                Output::Pty(_),
+                Event::Data(DataEvent {
+                    output: Some(Output::Pty(_))
+                })
+            )
         );
         if !same {
             *pending = Some(next);
             break;
         }
-        if let Event::Data(DataEvent { output: Some(Output::Stdout(more) | Output::Stderr(more) | Output::Pty(more)) }) = next {
+        if let Event::Data(DataEvent {
+            output: Some(Output::Stdout(more) | Output::Stderr(more) | Output::Pty(more)),
+        }) = next
+        {
             match &mut out {
-                Output::Stdout(b) | Output::Stderr(b) | Output::Pty(b) => b.extend_from_slice(&more),
+                Output::Stdout(b) | Output::Stderr(b) | Output::Pty(b) => {
+                    b.extend_from_slice(&more)
+                }
             }
         }
     }
@@ -172,19 +197,35 @@ fn event_stream(
     deadline: Option<Instant>,
 ) -> impl Stream<Item = Result<ProcessEvent, Status>> + Send + 'static {
     let keepalive_timer = Box::pin(tokio::time::sleep(keepalive));
-    let st = StreamState { entry, start_sent: false, source: Some(source), keepalive, keepalive_timer, deadline, pending: None };
+    let st = StreamState {
+        entry,
+        start_sent: false,
+        source: Some(source),
+        keepalive,
+        keepalive_timer,
+        deadline,
+        pending: None,
+    };
     futures::stream::unfold(st, |mut st| async move {
         if !st.start_sent {
             st.start_sent = true;
-            let ev = ProcessEvent { event: Some(Event::Start(StartEvent { pid: st.entry.pid })) };
+            let ev = ProcessEvent {
+                event: Some(Event::Start(StartEvent { pid: st.entry.pid })),
+            };
             return Some((Ok(ev), st));
         }
-        let deadline_err = || Status::deadline_exceeded("the process ran past its timeout (Connect-Timeout-Ms) and was killed");
+        let deadline_err = || {
+            Status::deadline_exceeded(
+                "the process ran past its timeout (Connect-Timeout-Ms) and was killed",
+            )
+        };
         let item = match st.source.as_mut()? {
             Subscription::Ended(end) => {
                 let end = end.clone();
                 st.source = None;
-                Ok(ProcessEvent { event: Some(Event::End(end)) })
+                Ok(ProcessEvent {
+                    event: Some(Event::End(end)),
+                })
             }
             Subscription::Live(rx) => {
                 let sleep_deadline = async {
@@ -229,46 +270,71 @@ impl Process for ProcessService {
             .table
             .live()
             .into_iter()
-            .map(|e| ProcessInfo { config: Some(e.config.clone()), pid: e.pid, tag: e.tag.clone() })
+            .map(|e| ProcessInfo {
+                config: Some(e.config.clone()),
+                pid: e.pid,
+                tag: e.tag.clone(),
+            })
             .collect();
         Ok(Response::new(ListResponse { processes }))
     }
 
     type ConnectStream = EventStream<ConnectResponse>;
 
-    async fn connect(&self, request: Request<ConnectRequest>) -> Result<Response<Self::ConnectStream>, Status> {
+    async fn connect(
+        &self,
+        request: Request<ConnectRequest>,
+    ) -> Result<Response<Self::ConnectStream>, Status> {
         let keepalive = keepalive_interval(request.metadata(), self.state.keepalive());
         let entry = self.table.find_any(request.get_ref().process.as_ref())?;
         let source = entry.subscribe();
-        let stream = event_stream(entry, source, keepalive, None).map(|r| r.map(|ev| ConnectResponse { event: Some(ev) }));
+        let stream = event_stream(entry, source, keepalive, None)
+            .map(|r| r.map(|ev| ConnectResponse { event: Some(ev) }));
         Ok(Response::new(Box::pin(stream)))
     }
 
     type StartStream = EventStream<StartResponse>;
 
-    async fn start(&self, request: Request<StartRequest>) -> Result<Response<Self::StartStream>, Status> {
+    async fn start(
+        &self,
+        request: Request<StartRequest>,
+    ) -> Result<Response<Self::StartStream>, Status> {
         if self.table.is_closed() {
             return Err(Status::unavailable("envd is shutting down"));
         }
         let headers = request.metadata().clone().into_headers();
-        let user = self.state.user_from_headers(&headers).map_err(Status::unauthenticated)?;
+        let user = self
+            .state
+            .user_from_headers(&headers)
+            .map_err(Status::unauthenticated)?;
         let timeout = process_timeout(request.metadata())?;
         let keepalive = keepalive_interval(request.metadata(), self.state.keepalive());
         let deadline = timeout.map(|t| Instant::now() + t);
         let req = request.into_inner();
         let spawned = spawn::spawn(&self.state, &user, &req)?;
         let config = req.process.clone().unwrap_or_default();
-        let (entry, rx) = self.table.register(spawned, config, req.tag.clone(), deadline, self.state.exited_retention());
+        let (entry, rx) = self.table.register(
+            spawned,
+            config,
+            req.tag.clone(),
+            deadline,
+            self.state.exited_retention(),
+        );
         let stream = event_stream(entry, Subscription::Live(rx), keepalive, deadline)
             .map(|r| r.map(|ev| StartResponse { event: Some(ev) }));
         Ok(Response::new(Box::pin(stream)))
     }
 
-    async fn update(&self, request: Request<UpdateRequest>) -> Result<Response<UpdateResponse>, Status> {
+    async fn update(
+        &self,
+        request: Request<UpdateRequest>,
+    ) -> Result<Response<UpdateResponse>, Status> {
         let req = request.into_inner();
         let entry = self.table.find_live(req.process.as_ref())?;
         if let Some(pty) = req.pty {
-            let size = pty.size.ok_or_else(|| Status::invalid_argument("pty.size is required to resize a tty"))?;
+            let size = pty
+                .size
+                .ok_or_else(|| Status::invalid_argument("pty.size is required to resize a tty"))?;
             entry.resize(size.cols, size.rows)?;
         }
         Ok(Response::new(UpdateResponse {}))
@@ -287,7 +353,9 @@ impl Process for ProcessService {
                 }
                 Some(stream_input_request::Event::Data(data)) => {
                     let Some(e) = entry.as_ref() else {
-                        return Err(Status::failed_precondition("StreamInput: the first message must be start{process}"));
+                        return Err(Status::failed_precondition(
+                            "StreamInput: the first message must be start{process}",
+                        ));
                     };
                     write_input(e, data.input).await?;
                 }
@@ -297,26 +365,40 @@ impl Process for ProcessService {
         Ok(Response::new(StreamInputResponse {}))
     }
 
-    async fn send_input(&self, request: Request<SendInputRequest>) -> Result<Response<SendInputResponse>, Status> {
+    async fn send_input(
+        &self,
+        request: Request<SendInputRequest>,
+    ) -> Result<Response<SendInputResponse>, Status> {
         let req = request.into_inner();
         let entry = self.table.find_live(req.process.as_ref())?;
         write_input(&entry, req.input).await?;
         Ok(Response::new(SendInputResponse {}))
     }
 
-    async fn send_signal(&self, request: Request<SendSignalRequest>) -> Result<Response<SendSignalResponse>, Status> {
+    async fn send_signal(
+        &self,
+        request: Request<SendSignalRequest>,
+    ) -> Result<Response<SendSignalResponse>, Status> {
         let req = request.into_inner();
         let signal = match Signal::try_from(req.signal) {
             Ok(Signal::Sigkill) => nix::sys::signal::Signal::SIGKILL,
             Ok(Signal::Sigterm) => nix::sys::signal::Signal::SIGTERM,
-            _ => return Err(Status::unimplemented(format!("invalid signal: {}", req.signal))),
+            _ => {
+                return Err(Status::unimplemented(format!(
+                    "invalid signal: {}",
+                    req.signal
+                )));
+            }
         };
         let entry = self.table.find_live(req.process.as_ref())?;
         entry.signal(signal)?;
         Ok(Response::new(SendSignalResponse {}))
     }
 
-    async fn close_stdin(&self, request: Request<CloseStdinRequest>) -> Result<Response<CloseStdinResponse>, Status> {
+    async fn close_stdin(
+        &self,
+        request: Request<CloseStdinRequest>,
+    ) -> Result<Response<CloseStdinResponse>, Status> {
         let req = request.into_inner();
         let entry = self.table.find_live(req.process.as_ref())?;
         entry.close_stdin().await?;
@@ -324,11 +406,16 @@ impl Process for ProcessService {
     }
 }
 
-async fn write_input(entry: &ProcEntry, input: Option<e2b_envd_proto::process::ProcessInput>) -> Result<(), Status> {
+async fn write_input(
+    entry: &ProcEntry,
+    input: Option<e2b_envd_proto::process::ProcessInput>,
+) -> Result<(), Status> {
     match input.and_then(|i| i.input) {
         Some(process_input::Input::Stdin(data)) => entry.write_stdin(&data).await,
         Some(process_input::Input::Pty(data)) => entry.write_pty(&data).await,
-        None => Err(Status::unimplemented("invalid input type: the input is empty")),
+        None => Err(Status::unimplemented(
+            "invalid input type: the input is empty",
+        )),
     }
 }
 
@@ -340,11 +427,26 @@ mod tests {
     fn timeouts() {
         let mut md = tonic::metadata::MetadataMap::new();
         assert_eq!(process_timeout(&md).ok().flatten(), None);
-        md.insert("grpc-timeout", tonic::metadata::MetadataValue::from_static("5S"));
-        assert_eq!(process_timeout(&md).ok().flatten(), Some(Duration::from_secs(5)));
-        md.insert("connect-timeout-ms", tonic::metadata::MetadataValue::from_static("1500"));
-        assert_eq!(process_timeout(&md).ok().flatten(), Some(Duration::from_millis(1500)));
-        md.insert("connect-timeout-ms", tonic::metadata::MetadataValue::from_static("x"));
+        md.insert(
+            "grpc-timeout",
+            tonic::metadata::MetadataValue::from_static("5S"),
+        );
+        assert_eq!(
+            process_timeout(&md).ok().flatten(),
+            Some(Duration::from_secs(5))
+        );
+        md.insert(
+            "connect-timeout-ms",
+            tonic::metadata::MetadataValue::from_static("1500"),
+        );
+        assert_eq!(
+            process_timeout(&md).ok().flatten(),
+            Some(Duration::from_millis(1500))
+        );
+        md.insert(
+            "connect-timeout-ms",
+            tonic::metadata::MetadataValue::from_static("x"),
+        );
         assert!(process_timeout(&md).is_err());
     }
 }

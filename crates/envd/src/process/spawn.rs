@@ -29,9 +29,16 @@ pub(crate) struct Spawned {
 
 /// The environment of a command: PATH, HOME, USER, LOGNAME, then the daemon's global variables,
 /// then the request's `envs` (later entries win). Nothing else is inherited.
-pub(crate) fn build_env(state: &State, user: &User, request_envs: &HashMap<String, String>) -> HashMap<String, String> {
+pub(crate) fn build_env(
+    state: &State,
+    user: &User,
+    request_envs: &HashMap<String, String>,
+) -> HashMap<String, String> {
     let mut env = HashMap::new();
-    env.insert("PATH".to_string(), std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_string()));
+    env.insert(
+        "PATH".to_string(),
+        std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_string()),
+    );
     env.insert("HOME".to_string(), user.home.to_string_lossy().into_owned());
     env.insert("USER".to_string(), user.name.clone());
     env.insert("LOGNAME".to_string(), user.name.clone());
@@ -41,33 +48,52 @@ pub(crate) fn build_env(state: &State, user: &User, request_envs: &HashMap<Strin
 }
 
 /// Resolves and checks the working directory.
-pub(crate) fn resolve_cwd(state: &State, user: &User, cwd: Option<&str>) -> Result<PathBuf, Status> {
+pub(crate) fn resolve_cwd(
+    state: &State,
+    user: &User,
+    cwd: Option<&str>,
+) -> Result<PathBuf, Status> {
     let raw = cwd.unwrap_or("");
-    let path = state.resolve_path(user, raw).map_err(Status::invalid_argument)?;
+    let path = state
+        .resolve_path(user, raw)
+        .map_err(Status::invalid_argument)?;
     if !path.is_dir() {
-        return Err(Status::invalid_argument(format!("cwd '{}' does not exist", path.display())));
+        return Err(Status::invalid_argument(format!(
+            "cwd '{}' does not exist",
+            path.display()
+        )));
     }
     Ok(path)
 }
 
 fn set_cloexec(fd: &OwnedFd) -> std::io::Result<()> {
     use nix::fcntl::{FcntlArg, FdFlag, fcntl};
-    fcntl(fd.as_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map(|_| ()).map_err(std::io::Error::from)
+    fcntl(fd.as_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
+        .map(|_| ())
+        .map_err(std::io::Error::from)
 }
 
 /// Starts the command of `req` as `user`.
 pub(crate) fn spawn(state: &State, user: &User, req: &StartRequest) -> Result<Spawned, Status> {
     let Some(config) = req.process.as_ref() else {
-        return Err(Status::invalid_argument("the request has no process config"));
+        return Err(Status::invalid_argument(
+            "the request has no process config",
+        ));
     };
     if config.cmd.is_empty() {
-        return Err(Status::invalid_argument("error starting process: empty command"));
+        return Err(Status::invalid_argument(
+            "error starting process: empty command",
+        ));
     }
     let cwd = resolve_cwd(state, user, config.cwd.as_deref())?;
     let env = build_env(state, user, &config.envs);
 
     let mut cmd = tokio::process::Command::new(&config.cmd);
-    cmd.args(&config.args).env_clear().envs(&env).current_dir(&cwd).kill_on_drop(false);
+    cmd.args(&config.args)
+        .env_clear()
+        .envs(&env)
+        .current_dir(&cwd)
+        .kill_on_drop(false);
 
     let mut master = None;
     if let Some(pty) = req.pty.as_ref() {
@@ -78,22 +104,42 @@ pub(crate) fn spawn(state: &State, user: &User, req: &StartRequest) -> Result<Sp
             ws_xpixel: 0,
             ws_ypixel: 0,
         };
-        let pair = nix::pty::openpty(Some(&ws), None).map_err(|e| Status::invalid_argument(format!("error starting pty: {e}")))?;
-        set_cloexec(&pair.master).and_then(|_| set_cloexec(&pair.slave)).map_err(|e| Status::internal(format!("error starting pty: {e}")))?;
-        let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| Status::internal(format!("error starting pty: {e}")));
-        cmd.stdin(Stdio::from(dup(&pair.slave)?)).stdout(Stdio::from(dup(&pair.slave)?)).stderr(Stdio::from(pair.slave));
+        let pair = nix::pty::openpty(Some(&ws), None)
+            .map_err(|e| Status::invalid_argument(format!("error starting pty: {e}")))?;
+        set_cloexec(&pair.master)
+            .and_then(|_| set_cloexec(&pair.slave))
+            .map_err(|e| Status::internal(format!("error starting pty: {e}")))?;
+        let dup = |fd: &OwnedFd| {
+            fd.try_clone()
+                .map_err(|e| Status::internal(format!("error starting pty: {e}")))
+        };
+        cmd.stdin(Stdio::from(dup(&pair.slave)?))
+            .stdout(Stdio::from(dup(&pair.slave)?))
+            .stderr(Stdio::from(pair.slave));
         master = Some(pair.master);
     } else {
-        let stdin = if req.stdin.unwrap_or(true) { Stdio::piped() } else { Stdio::null() };
-        cmd.stdin(stdin).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let stdin = if req.stdin.unwrap_or(true) {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        };
+        cmd.stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
     }
 
     let is_pty = master.is_some();
-    let switch = if state.is_root() && (user.uid != state.current_user().uid || user.gid != state.current_user().gid) {
+    let switch = if state.is_root()
+        && (user.uid != state.current_user().uid || user.gid != state.current_user().gid)
+    {
         Some(UserSwitch {
             uid: nix::unistd::Uid::from_raw(user.uid),
             gid: nix::unistd::Gid::from_raw(user.gid),
-            groups: user.groups.iter().map(|g| nix::unistd::Gid::from_raw(*g)).collect(),
+            groups: user
+                .groups
+                .iter()
+                .map(|g| nix::unistd::Gid::from_raw(*g))
+                .collect(),
         })
     } else {
         None
@@ -106,14 +152,16 @@ pub(crate) fn spawn(state: &State, user: &User, req: &StartRequest) -> Result<Sp
         pre_exec_setup(&mut cmd, is_pty, switch);
     }
 
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Status::invalid_argument(format!("error starting process '{}': {e}", config.cmd)))?;
+    let mut child = cmd.spawn().map_err(|e| {
+        Status::invalid_argument(format!("error starting process '{}': {e}", config.cmd))
+    })?;
     let Some(pid) = child.id() else {
         return Err(Status::internal("error starting process: no pid"));
     };
     let pty = match master {
-        Some(m) => Some(PtyMaster::new(m).map_err(|e| Status::internal(format!("error starting pty: {e}")))?),
+        Some(m) => Some(
+            PtyMaster::new(m).map_err(|e| Status::internal(format!("error starting pty: {e}")))?,
+        ),
         None => None,
     };
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
@@ -123,7 +171,14 @@ pub(crate) fn spawn(state: &State, user: &User, req: &StartRequest) -> Result<Sp
     if let Some(p) = &stderr {
         grow_pipe(p.as_raw_fd());
     }
-    Ok(Spawned { pid, stdin: child.stdin.take(), stdout, stderr, child, pty })
+    Ok(Spawned {
+        pid,
+        stdin: child.stdin.take(),
+        stdout,
+        stderr,
+        child,
+        pty,
+    })
 }
 
 /// Best effort: a 1 MiB pipe lets a fast writer run ahead while we forward a chunk.

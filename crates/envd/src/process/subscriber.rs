@@ -17,9 +17,11 @@ const TOTAL_PERMITS: u32 = (SUBSCRIBER_BYTE_BUDGET / UNIT) as u32;
 
 fn permits_for(ev: &Event) -> u32 {
     match ev {
-        Event::Data(DataEvent { output: Some(Output::Stdout(b) | Output::Stderr(b) | Output::Pty(b)) }) => {
-            u32::try_from(b.len() / UNIT + 1).unwrap_or(TOTAL_PERMITS).min(TOTAL_PERMITS)
-        }
+        Event::Data(DataEvent {
+            output: Some(Output::Stdout(b) | Output::Stderr(b) | Output::Pty(b)),
+        }) => u32::try_from(b.len() / UNIT + 1)
+            .unwrap_or(TOTAL_PERMITS)
+            .min(TOTAL_PERMITS),
         _ => 0,
     }
 }
@@ -41,7 +43,13 @@ pub(crate) struct SubRx {
 pub(crate) fn channel() -> (SubTx, SubRx) {
     let (tx, rx) = mpsc::channel(SUBSCRIBER_BUFFER);
     let budget = Arc::new(Semaphore::new(TOTAL_PERMITS as usize));
-    (SubTx { tx, budget: budget.clone() }, SubRx { rx, budget })
+    (
+        SubTx {
+            tx,
+            budget: budget.clone(),
+        },
+        SubRx { rx, budget },
+    )
 }
 
 impl SubTx {

@@ -90,7 +90,11 @@ impl ProcEntry {
         let mut event = Some(event);
         for (i, s) in subs.iter().enumerate() {
             // Clone for all but the last subscriber, which gets the original.
-            let ev = if i == last { event.take() } else { event.clone() };
+            let ev = if i == last {
+                event.take()
+            } else {
+                event.clone()
+            };
             if let Some(ev) = ev
                 && s.send(ev).await.is_err()
             {
@@ -130,11 +134,15 @@ impl ProcEntry {
 
     pub(crate) async fn write_stdin(&self, data: &[u8]) -> Result<(), Status> {
         if self.is_pty {
-            return Err(Status::internal("error writing to stdin: the process runs in a pty; send pty input instead"));
+            return Err(Status::internal(
+                "error writing to stdin: the process runs in a pty; send pty input instead",
+            ));
         }
         let mut guard = self.stdin.lock().await;
         let Some(stdin) = guard.as_mut() else {
-            return Err(Status::internal("error writing to stdin: stdin not enabled or closed"));
+            return Err(Status::internal(
+                "error writing to stdin: stdin not enabled or closed",
+            ));
         };
         let res = async {
             stdin.write_all(data).await?;
@@ -147,14 +155,20 @@ impl ProcEntry {
     pub(crate) async fn write_pty(&self, data: &[u8]) -> Result<(), Status> {
         let pty = lock(&self.pty).clone();
         let Some(pty) = pty else {
-            return Err(Status::internal("error writing to pty: the process has no tty"));
+            return Err(Status::internal(
+                "error writing to pty: the process has no tty",
+            ));
         };
-        pty.write_all(data).await.map_err(|e| Status::internal(format!("error writing to pty: {e}")))
+        pty.write_all(data)
+            .await
+            .map_err(|e| Status::internal(format!("error writing to pty: {e}")))
     }
 
     pub(crate) async fn close_stdin(&self) -> Result<(), Status> {
         if self.is_pty {
-            return Err(Status::unknown("cannot close stdin for PTY process: send Ctrl+D (0x04) instead"));
+            return Err(Status::unknown(
+                "cannot close stdin for PTY process: send Ctrl+D (0x04) instead",
+            ));
         }
         *self.stdin.lock().await = None;
         Ok(())
@@ -163,10 +177,15 @@ impl ProcEntry {
     pub(crate) fn resize(&self, cols: u32, rows: u32) -> Result<(), Status> {
         let pty = lock(&self.pty).clone();
         let Some(pty) = pty else {
-            return Err(Status::internal("error resizing tty: the process has no tty"));
+            return Err(Status::internal(
+                "error resizing tty: the process has no tty",
+            ));
         };
-        pty.resize(u16::try_from(cols).unwrap_or(u16::MAX), u16::try_from(rows).unwrap_or(u16::MAX))
-            .map_err(|e| Status::internal(format!("error resizing tty: {e}")))
+        pty.resize(
+            u16::try_from(cols).unwrap_or(u16::MAX),
+            u16::try_from(rows).unwrap_or(u16::MAX),
+        )
+        .map_err(|e| Status::internal(format!("error resizing tty: {e}")))
     }
 }
 
@@ -186,7 +205,8 @@ fn not_found(sel: &Selector) -> Status {
 }
 
 fn selector(sel: Option<&ProcessSelector>) -> Result<&Selector, Status> {
-    sel.and_then(|s| s.selector.as_ref()).ok_or_else(|| Status::unimplemented("invalid input type: the process selector is empty"))
+    sel.and_then(|s| s.selector.as_ref())
+        .ok_or_else(|| Status::unimplemented("invalid input type: the process selector is empty"))
 }
 
 impl ProcessTable {
@@ -195,13 +215,19 @@ impl ProcessTable {
     }
 
     /// Finds a live process.
-    pub(crate) fn find_live(&self, sel: Option<&ProcessSelector>) -> Result<Arc<ProcEntry>, Status> {
+    pub(crate) fn find_live(
+        &self,
+        sel: Option<&ProcessSelector>,
+    ) -> Result<Arc<ProcEntry>, Status> {
         let sel = selector(sel)?;
         let procs = lock(&self.procs);
         let found = match sel {
             Selector::Pid(pid) => procs.get(pid).filter(|e| e.is_running()).cloned(),
             Selector::Tag(tag) => {
-                let mut live: Vec<_> = procs.values().filter(|e| e.tag.as_deref() == Some(tag) && e.is_running()).collect();
+                let mut live: Vec<_> = procs
+                    .values()
+                    .filter(|e| e.tag.as_deref() == Some(tag) && e.is_running())
+                    .collect();
                 live.sort_by_key(|e| e.pid);
                 live.first().map(|e| Arc::clone(e))
             }
@@ -218,7 +244,10 @@ impl ProcessTable {
                 let procs = lock(&self.procs);
                 let found = match sel {
                     Selector::Pid(pid) => procs.get(pid).cloned(),
-                    Selector::Tag(tag) => procs.values().find(|e| e.tag.as_deref() == Some(tag)).cloned(),
+                    Selector::Tag(tag) => procs
+                        .values()
+                        .find(|e| e.tag.as_deref() == Some(tag))
+                        .cloned(),
                 };
                 found.ok_or(err)
             }
@@ -228,7 +257,11 @@ impl ProcessTable {
 
     /// Live processes.
     pub(crate) fn live(&self) -> Vec<Arc<ProcEntry>> {
-        let mut v: Vec<_> = lock(&self.procs).values().filter(|e| e.is_running()).cloned().collect();
+        let mut v: Vec<_> = lock(&self.procs)
+            .values()
+            .filter(|e| e.is_running())
+            .cloned()
+            .collect();
         v.sort_by_key(|e| e.pid);
         v
     }
@@ -246,7 +279,14 @@ impl ProcessTable {
         deadline: Option<Instant>,
         retention: Duration,
     ) -> (Arc<ProcEntry>, SubRx) {
-        let Spawned { child, pid, stdin, stdout, stderr, pty } = spawned;
+        let Spawned {
+            child,
+            pid,
+            stdin,
+            stdout,
+            stderr,
+            pty,
+        } = spawned;
         let pty = pty.map(Arc::new);
         let (tx, rx) = subscriber::channel();
         let entry = Arc::new(ProcEntry {
@@ -263,7 +303,8 @@ impl ProcessTable {
         {
             let mut procs = lock(&self.procs);
             // A new process evicts a retained entry with the same pid or tag.
-            procs.retain(|_, e| e.is_running() || (e.pid != pid && (tag.is_none() || e.tag != tag)));
+            procs
+                .retain(|_, e| e.is_running() || (e.pid != pid && (tag.is_none() || e.tag != tag)));
             procs.insert(pid, entry.clone());
         }
         let table = Arc::clone(self);
@@ -302,7 +343,11 @@ async fn pump<R: AsyncRead + Unpin>(entry: &ProcEntry, mut reader: R, kind: fn(V
                 if n < PIPE_CHUNK / 4 {
                     buf.shrink_to_fit();
                 }
-                entry.broadcast(Event::Data(DataEvent { output: Some(kind(buf)) })).await;
+                entry
+                    .broadcast(Event::Data(DataEvent {
+                        output: Some(kind(buf)),
+                    }))
+                    .await;
             }
         }
     }
@@ -313,7 +358,13 @@ async fn pump_pty(entry: &ProcEntry, pty: &PtyMaster) {
     loop {
         match pty.read(&mut buf).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => entry.broadcast(Event::Data(DataEvent { output: Some(Output::Pty(buf[..n].to_vec())) })).await,
+            Ok(n) => {
+                entry
+                    .broadcast(Event::Data(DataEvent {
+                        output: Some(Output::Pty(buf[..n].to_vec())),
+                    }))
+                    .await
+            }
         }
     }
 }
@@ -404,17 +455,37 @@ pub(crate) fn end_event(status: std::io::Result<std::process::ExitStatus>) -> En
         Ok(st) => {
             if let Some(code) = st.code() {
                 let text = format!("exit status {code}");
-                EndEvent { exit_code: code, exited: true, status: text.clone(), error: (code != 0).then_some(text) }
+                EndEvent {
+                    exit_code: code,
+                    exited: true,
+                    status: text.clone(),
+                    error: (code != 0).then_some(text),
+                }
             } else if let Some(sig) = st.signal() {
                 let mut text = format!("signal: {}", signal_text(sig));
                 if st.core_dumped() {
                     text.push_str(" (core dumped)");
                 }
-                EndEvent { exit_code: -1, exited: false, status: text.clone(), error: Some(text) }
+                EndEvent {
+                    exit_code: -1,
+                    exited: false,
+                    status: text.clone(),
+                    error: Some(text),
+                }
             } else {
-                EndEvent { exit_code: -1, exited: false, status: "unknown".into(), error: Some("unknown exit status".into()) }
+                EndEvent {
+                    exit_code: -1,
+                    exited: false,
+                    status: "unknown".into(),
+                    error: Some("unknown exit status".into()),
+                }
             }
         }
-        Err(e) => EndEvent { exit_code: -1, exited: false, status: format!("wait error: {e}"), error: Some(format!("wait error: {e}")) },
+        Err(e) => EndEvent {
+            exit_code: -1,
+            exited: false,
+            status: format!("wait error: {e}"),
+            error: Some(format!("wait error: {e}")),
+        },
     }
 }

@@ -12,7 +12,11 @@ use crate::state::State;
 fn cpu_times() -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let line = stat.lines().next()?;
-    let vals: Vec<u64> = line.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    let vals: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
     let total: u64 = vals.iter().sum();
     let idle = vals.get(3).copied().unwrap_or(0) + vals.get(4).copied().unwrap_or(0);
     Some((total, idle))
@@ -28,7 +32,13 @@ fn meminfo() -> (u64, u64, u64, u64, u64) {
             .unwrap_or(0)
             * 1024
     };
-    (get("MemTotal"), get("MemFree"), get("Buffers"), get("Cached"), get("SReclaimable"))
+    (
+        get("MemTotal"),
+        get("MemFree"),
+        get("Buffers"),
+        get("Cached"),
+        get("SReclaimable"),
+    )
 }
 
 fn disk() -> (u64, u64) {
@@ -56,7 +66,10 @@ pub(crate) async fn metrics(AxState(_state): AxState<Arc<State>>) -> Response<Bo
     };
     let (total, free, buffers, cached, sreclaimable) = meminfo();
     let cache = cached + sreclaimable;
-    let used = total.saturating_sub(free).saturating_sub(buffers).saturating_sub(cache);
+    let used = total
+        .saturating_sub(free)
+        .saturating_sub(buffers)
+        .saturating_sub(cache);
     let (disk_used, disk_total) = disk();
     let body = serde_json::json!({
         "ts": SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
@@ -71,6 +84,9 @@ pub(crate) async fn metrics(AxState(_state): AxState<Arc<State>>) -> Response<Bo
         "disk_total": disk_total,
     });
     let mut resp = Response::new(Body::from(body.to_string()));
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     resp
 }

@@ -31,7 +31,10 @@ pub(crate) fn json_error(status: StatusCode, message: &str) -> Response<Body> {
     let body = serde_json::json!({ "code": status.as_u16(), "message": message });
     let mut resp = Response::new(Body::from(body.to_string()));
     *resp.status_mut() = status;
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
     resp
 }
 
@@ -54,13 +57,19 @@ async fn not_found() -> Response<Body> {
 async fn health() -> Response<Body> {
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::NO_CONTENT;
-    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
 }
 
 async fn envs(AxState(state): AxState<Arc<State>>) -> Response<Body> {
-    let mut resp = Response::new(Body::from(serde_json::to_string(&state.env_vars()).unwrap_or_else(|_| "{}".into())));
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let mut resp = Response::new(Body::from(
+        serde_json::to_string(&state.env_vars()).unwrap_or_else(|_| "{}".into()),
+    ));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
@@ -73,7 +82,11 @@ struct InitBody {
     default_workdir: Option<String>,
 }
 
-async fn init(AxState(state): AxState<Arc<State>>, headers: http::HeaderMap, body: Bytes) -> Response<Body> {
+async fn init(
+    AxState(state): AxState<Arc<State>>,
+    headers: http::HeaderMap,
+    body: Bytes,
+) -> Response<Body> {
     // Deviation from envd (which checks a Firecracker MMDS hash): once a token is set, only a
     // caller that presents it may re-initialise the daemon.
     if !state.token_ok(&headers) {
@@ -84,7 +97,9 @@ async fn init(AxState(state): AxState<Arc<State>>, headers: http::HeaderMap, bod
     } else {
         match serde_json::from_slice(&body) {
             Ok(b) => b,
-            Err(e) => return json_error(StatusCode::BAD_REQUEST, &format!("invalid /init body: {e}")),
+            Err(e) => {
+                return json_error(StatusCode::BAD_REQUEST, &format!("invalid /init body: {e}"));
+            }
         }
     };
     if let Some(vars) = parsed.env_vars {
@@ -104,6 +119,7 @@ async fn init(AxState(state): AxState<Arc<State>>, headers: http::HeaderMap, bod
     if let Ok(v) = HeaderValue::from_str(state.envd_version()) {
         resp.headers_mut().insert("x-envd-version", v);
     }
-    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
 }

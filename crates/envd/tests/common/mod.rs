@@ -1,6 +1,12 @@
 //! Helpers shared by the integration tests: clients for each protocol.
 
-#![allow(dead_code, unused_imports, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    dead_code,
+    unused_imports,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
 
 use std::time::Duration;
 
@@ -28,14 +34,19 @@ pub fn bash(cmd: &str) -> StartRequest {
 pub fn req<T>(envd: &TestEnvd, msg: T) -> tonic::Request<T> {
     let mut r = tonic::Request::new(msg);
     if let Some(t) = envd.access_token() {
-        r.metadata_mut().insert("x-access-token", t.parse().unwrap());
+        r.metadata_mut()
+            .insert("x-access-token", t.parse().unwrap());
     }
     r
 }
 
 /// gRPC over h2c.
 pub async fn h2c(envd: &TestEnvd) -> ProcessClient<Channel> {
-    let ch = tonic::transport::Endpoint::from_shared(envd.url()).unwrap().connect().await.unwrap();
+    let ch = tonic::transport::Endpoint::from_shared(envd.url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
     ProcessClient::new(ch)
 }
 
@@ -87,7 +98,10 @@ where
 {
     let mut c = Collected::default();
     loop {
-        match tokio::time::timeout(Duration::from_secs(30), s.message()).await.expect("stream stalled") {
+        match tokio::time::timeout(Duration::from_secs(30), s.message())
+            .await
+            .expect("stream stalled")
+        {
             Ok(Some(m)) => c.push(event(m).expect("event")),
             Ok(None) => break,
             Err(status) => {
@@ -108,11 +122,18 @@ pub struct ConnectClient {
 
 impl ConnectClient {
     pub fn new(envd: &TestEnvd) -> Self {
-        Self { http: reqwest::Client::builder().http1_only().build().unwrap(), url: envd.url(), token: envd.access_token() }
+        Self {
+            http: reqwest::Client::builder().http1_only().build().unwrap(),
+            url: envd.url(),
+            token: envd.access_token(),
+        }
     }
 
     pub fn post(&self, path: &str, content_type: &str) -> reqwest::RequestBuilder {
-        let mut b = self.http.post(format!("{}{}", self.url, path)).header("content-type", content_type);
+        let mut b = self
+            .http
+            .post(format!("{}{}", self.url, path))
+            .header("content-type", content_type);
         if let Some(t) = &self.token {
             b = b.header("x-access-token", t);
         }
@@ -121,16 +142,31 @@ impl ConnectClient {
 
     /// Unary JSON call: (HTTP status, JSON body).
     pub async fn unary(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
-        let r = self.post(path, "application/json").body(body.to_string()).send().await.unwrap();
+        let r = self
+            .post(path, "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
         let status = r.status().as_u16();
         let text = r.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+        )
     }
 
     /// Server-streaming JSON call with an enveloped body; returns the HTTP status and the
     /// decoded envelopes (flags, JSON).
-    pub async fn stream(&self, path: &str, body: &[u8], headers: &[(&str, &str)]) -> (u16, Vec<(u8, serde_json::Value)>) {
-        let mut b = self.post(path, "application/connect+json").body(body.to_vec());
+    pub async fn stream(
+        &self,
+        path: &str,
+        body: &[u8],
+        headers: &[(&str, &str)],
+    ) -> (u16, Vec<(u8, serde_json::Value)>) {
+        let mut b = self
+            .post(path, "application/connect+json")
+            .body(body.to_vec());
         for (k, v) in headers {
             b = b.header(*k, *v);
         }
@@ -171,7 +207,12 @@ pub fn open_fds() -> usize {
 /// Whether a pid exists and is not a zombie.
 pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => s.rsplit(')').next().map(|r| r.trim_start().starts_with('Z')) == Some(false),
+        Ok(s) => {
+            s.rsplit(')')
+                .next()
+                .map(|r| r.trim_start().starts_with('Z'))
+                == Some(false)
+        }
         Err(_) => false,
     }
 }
