@@ -1,4 +1,34 @@
 //! Run ACP coding agents inside an E2B sandbox and drive them from the host.
+//!
+//! The agent runs as a sandbox command (`start_streaming`: stdin open, no output retained, no
+//! command timeout) and is spoken to in newline-delimited JSON-RPC; the official
+//! `agent-client-protocol` client (5.x, protocol v1) runs on top. The agent's tools stay in the
+//! sandbox: the client's `fs` and `terminal` capabilities are sent as `false`, and the agent's
+//! `fs/*` and `terminal/*` requests are answered with -32601 before they reach your handlers.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use agent_client_protocol::Client;
+//! use agent_client_protocol::schema::ProtocolVersion;
+//! use agent_client_protocol::v1::schema::{InitializeRequest, NewSessionRequest};
+//! use e2b_acp::{AcpOptions, connect_acp_agent};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let sandbox = e2b::Sandbox::local().await?;
+//! let agent = connect_acp_agent(&sandbox, "opencode acp", Client.v1(), AcpOptions::new()).await?;
+//! let cx = agent.connection();
+//! cx.send_request(InitializeRequest::new(ProtocolVersion::V1)).block_task().await?;
+//! let session = cx.send_request(NewSessionRequest::new("/tmp")).block_task().await?;
+//! println!("session {}", session.session_id.0);
+//! agent.stop(Duration::from_secs(5)).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Layers, each usable alone: [`framing`] (the byte splitter with its size limit), [`filter`]
+//! (the rewrite and interception rules), [`transport`] (queues and lifecycle over any
+//! [`AgentProcess`]: [`LocalProcess`] or, with the default `sandbox` feature, `SandboxProcess`),
+//! [`agent`] (the official client on top) and [`bridge`] (serve ACP on a reader/writer pair).
 
 pub mod error;
 pub mod filter;
