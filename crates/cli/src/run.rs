@@ -80,10 +80,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         .run(command_line(&args.command), opts)
         .await;
     let code = match result {
-        Ok(out) => match out.signal {
-            Some(sig) => 128 + sig,
-            None => out.exit_code,
-        },
+        Ok(out) => exit_code(Some(out.exit_code), out.signal),
         // The command timeout expired and the process group was killed: exit like timeout(1).
         Err(e @ e2b_commands::CommandError::DeadlineExceeded { .. }) => {
             eprintln!("e2b run: {e}");
@@ -114,10 +111,20 @@ pub async fn acp(args: AcpArgs) -> Result<i32, CliError> {
     )
     .await;
     let _ = sandbox.kill().await;
-    let exit = exit?;
-    Ok(match (exit.code, exit.signal) {
-        (Some(code), _) => code,
-        (None, Some(sig)) => 128 + sig,
+    let (code, signal) = match exit {
+        Ok(exit) => (exit.code, exit.signal),
+        // The agent's own failure: exit as it did (its stderr already reached ours).
+        Err(e2b_acp::AcpError::AgentFailed { code, signal, .. }) => (code, signal),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(exit_code(code, signal))
+}
+
+/// The exit code for a process that exited with `code` or was ended by `signal`.
+fn exit_code(code: Option<i32>, signal: Option<i32>) -> i32 {
+    match (code, signal) {
+        (_, Some(sig)) => 128 + sig,
+        (Some(code), None) => code,
         (None, None) => 1,
-    })
+    }
 }

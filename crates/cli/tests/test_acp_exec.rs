@@ -135,3 +135,18 @@ fn exec_server_stdio_runs_commands_in_the_sandbox() {
     drop(stdin);
     let _ = child.wait();
 }
+
+#[test]
+fn acp_bridge_exits_with_the_agent_failure_code() {
+    let out = Command::new(env!("CARGO_BIN_EXE_e2b"))
+        .args(["acp", "--", "echo broken >&2; exit 3"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
