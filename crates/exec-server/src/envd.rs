@@ -14,7 +14,7 @@ use crate::backend::{
 use crate::error::{BackendError, FileError, FileErrorKind};
 
 /// Bytes per stdin message when writing a chunk into the sandbox.
-const STDIN_PIECE: usize = 256 * 1024;
+const STDIN_PIECE: usize = 1024 * 1024;
 
 /// Exit codes the file scripts use for DeepAgents' literals.
 const RC_NOT_FOUND: i32 = 10;

@@ -138,11 +138,14 @@ fn tool_list() -> Vec<Tool> {
     ]
 }
 
-fn parse_args<T: for<'de> Deserialize<'de>>(req: &CallToolRequestParams) -> Result<T, ErrorData> {
-    let v = Value::Object(req.arguments.clone().unwrap_or_default());
-    serde_json::from_value(v).map_err(|e| {
-        ErrorData::invalid_params(format!("invalid arguments for {}: {e}", req.name), None)
-    })
+fn parse_args<T: for<'de> Deserialize<'de>>(
+    name: &str,
+    args: &mut Option<JsonObject>,
+) -> Result<T, ErrorData> {
+    // Taken, not cloned: an upload chunk's argument is megabytes of base64.
+    let v = Value::Object(args.take().unwrap_or_default());
+    serde_json::from_value(v)
+        .map_err(|e| ErrorData::invalid_params(format!("invalid arguments for {name}: {e}"), None))
 }
 
 impl ExecServer {
@@ -293,29 +296,39 @@ impl ExecServer {
     ) -> Result<CallToolResult, ErrorData> {
         let b = self.inner.backend.as_ref();
         let limits = &self.inner.settings.limits;
-        Ok(match req.name.as_ref() {
+        let name = req.name.to_string();
+        let mut args = req.arguments;
+        Ok(match name.as_str() {
             "exec_command" | "execute" => {
-                let a: ExecArgs = parse_args(&req)?;
+                let a: ExecArgs = parse_args(&name, &mut args)?;
                 self.exec_tool(a, &context).await
             }
-            "upload_file" => match files::upload(b, parse_args(&req)?).await {
+            "upload_file" => match files::upload(b, parse_args(&name, &mut args)?).await {
                 Ok(ok) => self.file_ok(ok),
                 Err(e) => self.file_error(e),
             },
             "download_file" => {
-                match files::download(b, parse_args(&req)?, self.inner.settings.max_chunk_bytes)
-                    .await
+                match files::download(
+                    b,
+                    parse_args(&name, &mut args)?,
+                    self.inner.settings.max_chunk_bytes,
+                )
+                .await
                 {
                     Ok(ok) => self.file_ok(ok),
                     Err(e) => self.file_error(e),
                 }
             }
-            "read" => self.compat_result(compat::read(b, parse_args(&req)?).await),
-            "write" => self.compat_result(compat::write(b, parse_args(&req)?).await),
-            "edit" => self.compat_result(compat::edit(b, parse_args(&req)?).await),
-            "grep" => self.compat_result(compat::grep(b, parse_args(&req)?, limits).await),
-            "glob" => self.compat_result(compat::glob(b, parse_args(&req)?, limits).await),
-            "ls" => self.compat_result(compat::ls(b, parse_args(&req)?, limits).await),
+            "read" => self.compat_result(compat::read(b, parse_args(&name, &mut args)?).await),
+            "write" => self.compat_result(compat::write(b, parse_args(&name, &mut args)?).await),
+            "edit" => self.compat_result(compat::edit(b, parse_args(&name, &mut args)?).await),
+            "grep" => {
+                self.compat_result(compat::grep(b, parse_args(&name, &mut args)?, limits).await)
+            }
+            "glob" => {
+                self.compat_result(compat::glob(b, parse_args(&name, &mut args)?, limits).await)
+            }
+            "ls" => self.compat_result(compat::ls(b, parse_args(&name, &mut args)?, limits).await),
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool {other}"),
