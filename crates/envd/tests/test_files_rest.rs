@@ -16,25 +16,42 @@ struct H {
 
 impl H {
     async fn new() -> Self {
-        Self { envd: spawn_envd().await, http: reqwest::Client::new() }
+        Self {
+            envd: spawn_envd().await,
+            http: reqwest::Client::new(),
+        }
     }
     fn token(&self) -> String {
         self.envd.access_token().unwrap()
     }
     fn get(&self, query: &[(&str, &str)]) -> reqwest::RequestBuilder {
-        self.http.get(format!("{}/files", self.envd.url())).query(query).header("x-access-token", self.token())
+        self.http
+            .get(format!("{}/files", self.envd.url()))
+            .query(query)
+            .header("x-access-token", self.token())
     }
     fn post(&self, query: &[(&str, &str)]) -> reqwest::RequestBuilder {
-        self.http.post(format!("{}/files", self.envd.url())).query(query).header("x-access-token", self.token())
+        self.http
+            .post(format!("{}/files", self.envd.url()))
+            .query(query)
+            .header("x-access-token", self.token())
     }
     async fn healthy(&self) {
-        let r = self.http.get(format!("{}/health", self.envd.url())).send().await.unwrap();
+        let r = self
+            .http
+            .get(format!("{}/health", self.envd.url()))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 204);
     }
 }
 
 fn entries(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     v.sort();
     v
 }
@@ -44,7 +61,10 @@ fn sign(path: &str, op: &str, user: &str, token: &str, exp: Option<i64>) -> Stri
     if let Some(e) = exp {
         s.push_str(&format!(":{e}"));
     }
-    format!("v1_{}", base64::engine::general_purpose::STANDARD_NO_PAD.encode(sha2::Sha256::digest(s.as_bytes())))
+    format!(
+        "v1_{}",
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(sha2::Sha256::digest(s.as_bytes()))
+    )
 }
 
 #[tokio::test]
@@ -58,36 +78,78 @@ async fn download_statuses_and_headers() {
 
     let r = h.get(&[("path", fp)]).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    assert_eq!(r.headers()["content-disposition"], "inline; filename=\"c.txt\"");
+    assert_eq!(
+        r.headers()["content-disposition"],
+        "inline; filename=\"c.txt\""
+    );
     assert_eq!(r.headers()["content-length"], "10");
     assert!(r.headers().contains_key("last-modified"));
     assert_eq!(r.text().await.unwrap(), "0123456789");
 
     let missing = dir.path().join("nope");
-    let r = h.get(&[("path", missing.to_str().unwrap())]).send().await.unwrap();
+    let r = h
+        .get(&[("path", missing.to_str().unwrap())])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 404);
-    assert_eq!(r.headers()["content-type"], "application/json; charset=utf-8");
-    assert_eq!(r.text().await.unwrap(), format!(r#"{{"code":404,"message":"path '{}' does not exist"}}"#, missing.display()));
+    assert_eq!(
+        r.headers()["content-type"],
+        "application/json; charset=utf-8"
+    );
+    assert_eq!(
+        r.text().await.unwrap(),
+        format!(
+            r#"{{"code":404,"message":"path '{}' does not exist"}}"#,
+            missing.display()
+        )
+    );
 
-    let r = h.get(&[("path", dir.path().to_str().unwrap())]).send().await.unwrap();
+    let r = h
+        .get(&[("path", dir.path().to_str().unwrap())])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     assert!(r.text().await.unwrap().contains("is a directory"));
 
-    let r = h.get(&[("path", fp)]).header("range", "bytes=2-4").send().await.unwrap();
+    let r = h
+        .get(&[("path", fp)])
+        .header("range", "bytes=2-4")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 206);
     assert_eq!(r.headers()["content-range"], "bytes 2-4/10");
     assert_eq!(r.text().await.unwrap(), "234");
-    let r = h.get(&[("path", fp)]).header("range", "bytes=-3").send().await.unwrap();
+    let r = h
+        .get(&[("path", fp)])
+        .header("range", "bytes=-3")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.text().await.unwrap(), "789");
-    let r = h.get(&[("path", fp)]).header("range", "bytes=50-").send().await.unwrap();
+    let r = h
+        .get(&[("path", fp)])
+        .header("range", "bytes=50-")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 416);
 
     // gzip when asked (reqwest here has no automatic decompression).
-    let r = h.get(&[("path", fp)]).header("accept-encoding", "gzip").send().await.unwrap();
+    let r = h
+        .get(&[("path", fp)])
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.headers()["content-encoding"], "gzip");
     let gz = r.bytes().await.unwrap();
     let mut out = String::new();
-    flate2::read::GzDecoder::new(&gz[..]).read_to_string(&mut out).unwrap();
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_string(&mut out)
+        .unwrap();
     assert_eq!(out, "0123456789");
     let r = h
         .get(&[("path", fp)])
@@ -97,16 +159,40 @@ async fn download_statuses_and_headers() {
         .await
         .unwrap();
     assert_eq!(r.status(), 406);
-    let r = h.get(&[("path", fp)]).header("accept-encoding", "br, identity;q=0").send().await.unwrap();
+    let r = h
+        .get(&[("path", fp)])
+        .header("accept-encoding", "br, identity;q=0")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 406);
 
     // Wrong token / missing user.
-    let r = h.http.get(format!("{}/files", h.envd.url())).query(&[("path", fp)]).header("x-access-token", "bad").send().await.unwrap();
+    let r = h
+        .http
+        .get(format!("{}/files", h.envd.url()))
+        .query(&[("path", fp)])
+        .header("x-access-token", "bad")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401);
-    assert_eq!(r.text().await.unwrap(), r#"{"code":401,"message":"access token present in header but does not match"}"#);
-    let r = h.get(&[("path", fp), ("username", "no-such-user-xyz")]).send().await.unwrap();
+    assert_eq!(
+        r.text().await.unwrap(),
+        r#"{"code":401,"message":"access token present in header but does not match"}"#
+    );
+    let r = h
+        .get(&[("path", fp), ("username", "no-such-user-xyz")])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401);
-    assert!(r.text().await.unwrap().contains("error looking up user 'no-such-user-xyz'"));
+    assert!(
+        r.text()
+            .await
+            .unwrap()
+            .contains("error looking up user 'no-such-user-xyz'")
+    );
 }
 
 #[tokio::test]
@@ -118,21 +204,49 @@ async fn signatures() {
     let fp = f.to_str().unwrap();
     let url = format!("{}/files", h.envd.url());
     let token = h.token();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
 
     let ok = sign(fp, "read", "", &token, None);
-    let r = h.http.get(&url).query(&[("path", fp), ("signature", &ok)]).send().await.unwrap();
+    let r = h
+        .http
+        .get(&url)
+        .query(&[("path", fp), ("signature", &ok)])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let exp = (now + 60).to_string();
     let ok = sign(fp, "read", "", &token, Some(now + 60));
-    let r = h.http.get(&url).query(&[("path", fp), ("signature", &ok), ("signature_expiration", &exp)]).send().await.unwrap();
+    let r = h
+        .http
+        .get(&url)
+        .query(&[
+            ("path", fp),
+            ("signature", &ok),
+            ("signature_expiration", &exp),
+        ])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
 
     let cases = [
-        (vec![("path", fp.to_string())], "missing signature query parameter"),
-        (vec![("path", fp.to_string()), ("signature", "v1_wrong".into())], "invalid signature"),
         (
-            vec![("path", fp.to_string()), ("signature", sign(fp, "write", "", &token, None))],
+            vec![("path", fp.to_string())],
+            "missing signature query parameter",
+        ),
+        (
+            vec![("path", fp.to_string()), ("signature", "v1_wrong".into())],
+            "invalid signature",
+        ),
+        (
+            vec![
+                ("path", fp.to_string()),
+                ("signature", sign(fp, "write", "", &token, None)),
+            ],
             "invalid signature",
         ),
         (
@@ -147,7 +261,10 @@ async fn signatures() {
     for (q, msg) in cases {
         let r = h.http.get(&url).query(&q).send().await.unwrap();
         assert_eq!(r.status(), 401, "{msg}");
-        assert_eq!(r.text().await.unwrap(), format!(r#"{{"code":401,"message":"{msg}"}}"#));
+        assert_eq!(
+            r.text().await.unwrap(),
+            format!(r#"{{"code":401,"message":"{msg}"}}"#)
+        );
     }
     // Write with a write signature.
     let w = sign(fp, "write", "", &token, None);
@@ -168,7 +285,11 @@ fn multipart(parts: &[(&str, Option<&str>, &[u8])]) -> (String, Vec<u8>) {
     let boundary = "XbOuNdArYx";
     let mut body = Vec::new();
     for (field, filename, data) in parts {
-        write!(body, "--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\"").unwrap();
+        write!(
+            body,
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\""
+        )
+        .unwrap();
         if let Some(f) = filename {
             write!(body, "; filename=\"{f}\"").unwrap();
         }
@@ -187,8 +308,18 @@ async fn uploads() {
     let d = dir.path().to_str().unwrap();
     let a = format!("{d}/x/a.txt");
     let b = format!("{d}/y/b.txt");
-    let (ct, body) = multipart(&[("file", Some(&a), b"AAA"), ("other", None, b"ignored"), ("file", Some(&b), b"BB")]);
-    let r = h.post(&[]).header("content-type", ct).body(body).send().await.unwrap();
+    let (ct, body) = multipart(&[
+        ("file", Some(&a), b"AAA"),
+        ("other", None, b"ignored"),
+        ("file", Some(&b), b"BB"),
+    ]);
+    let r = h
+        .post(&[])
+        .header("content-type", ct)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(
@@ -197,36 +328,88 @@ async fn uploads() {
     );
     assert_eq!(std::fs::read_to_string(&a).unwrap(), "AAA");
     use std::os::unix::fs::PermissionsExt as _;
-    assert_eq!(std::fs::metadata(&a).unwrap().permissions().mode() & 0o777, 0o644);
+    assert_eq!(
+        std::fs::metadata(&a).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
     // An existing file keeps its mode when overwritten.
     std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let r = h.post(&[("path", &a)]).header("content-type", "application/octet-stream").body("new").send().await.unwrap();
+    let r = h
+        .post(&[("path", &a)])
+        .header("content-type", "application/octet-stream")
+        .body("new")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
-    assert_eq!(std::fs::metadata(&a).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&a).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
 
     // The `path` parameter wins over the part's file name.
     let (ct, body) = multipart(&[("file", Some("ignored-name"), b"P")]);
     let target = format!("{d}/by-param.txt");
-    let r = h.post(&[("path", &target)]).header("content-type", ct).body(body).send().await.unwrap();
+    let r = h
+        .post(&[("path", &target)])
+        .header("content-type", ct)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "P");
 
     // Errors.
-    let r = h.post(&[]).header("content-type", "application/octet-stream").body("x").send().await.unwrap();
+    let r = h
+        .post(&[])
+        .header("content-type", "application/octet-stream")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
-    assert_eq!(r.text().await.unwrap(), r#"{"code":400,"message":"path query parameter is required for raw body upload"}"#);
-    let r = h.post(&[("path", &a)]).header("content-type", "text/plain").body("x").send().await.unwrap();
+    assert_eq!(
+        r.text().await.unwrap(),
+        r#"{"code":400,"message":"path query parameter is required for raw body upload"}"#
+    );
+    let r = h
+        .post(&[("path", &a)])
+        .header("content-type", "text/plain")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     assert!(r.text().await.unwrap().contains("unsupported content type"));
-    let r = h.post(&[("path", d)]).header("content-type", "application/octet-stream").body("x").send().await.unwrap();
+    let r = h
+        .post(&[("path", d)])
+        .header("content-type", "application/octet-stream")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     assert!(r.text().await.unwrap().contains("is a directory"));
     let dup = format!("{d}/dup.txt");
     let (ct, body) = multipart(&[("file", Some(&dup), b"1"), ("file", Some(&dup), b"2")]);
-    let r = h.post(&[]).header("content-type", ct).body(body).send().await.unwrap();
+    let r = h
+        .post(&[])
+        .header("content-type", ct)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     assert!(r.text().await.unwrap().contains("same file twice"));
-    let r = h.post(&[("path", &a)]).header("content-type", "application/octet-stream").header("content-encoding", "br").body("x").send().await.unwrap();
+    let r = h
+        .post(&[("path", &a)])
+        .header("content-type", "application/octet-stream")
+        .header("content-encoding", "br")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     h.healthy().await;
 }
@@ -255,7 +438,14 @@ async fn gzip_uploads() {
     // A multipart body compressed as a whole.
     let m = format!("{d}/multi.txt");
     let (ct, body) = multipart(&[("file", Some(&m), b"in multipart")]);
-    let r = h.post(&[]).header("content-type", ct).header("content-encoding", "gzip").body(gz(&body)).send().await.unwrap();
+    let r = h
+        .post(&[])
+        .header("content-type", ct)
+        .header("content-encoding", "gzip")
+        .body(gz(&body))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(std::fs::read_to_string(&m).unwrap(), "in multipart");
 
@@ -295,7 +485,13 @@ async fn truncated_multipart_leaves_nothing() {
     let t = format!("{}/t.bin", dir.path().display());
     let (ct, mut body) = multipart(&[("file", Some(&t), &vec![1u8; 300_000])]);
     body.truncate(200_000);
-    let r = h.post(&[]).header("content-type", ct).body(body).send().await.unwrap();
+    let r = h
+        .post(&[])
+        .header("content-type", ct)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     let msg = r.text().await.unwrap();
     assert!(msg.contains("reading the request body failed"), "{msg}");
@@ -307,8 +503,12 @@ async fn truncated_multipart_leaves_nothing() {
         "POST /files?path={t} HTTP/1.1\r\nhost: x\r\nx-access-token: {}\r\ncontent-type: application/octet-stream\r\ncontent-length: 1000000\r\n\r\n",
         h.token()
     );
-    tokio::io::AsyncWriteExt::write_all(&mut s, head.as_bytes()).await.unwrap();
-    tokio::io::AsyncWriteExt::write_all(&mut s, &[0u8; 4096]).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut s, head.as_bytes())
+        .await
+        .unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut s, &[0u8; 4096])
+        .await
+        .unwrap();
     drop(s);
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
@@ -331,7 +531,10 @@ async fn metadata_headers() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let v: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(v[0]["metadata"], serde_json::json!({"color": "blue", "size": "L"}));
+    assert_eq!(
+        v[0]["metadata"],
+        serde_json::json!({"color": "blue", "size": "L"})
+    );
     assert_eq!(xattr::get(&f, "user.e2b.color").unwrap().unwrap(), b"blue");
     let long = "k".repeat(247);
     let r = h
@@ -357,7 +560,10 @@ async fn metadata_headers() {
     let r = h
         .post(&[("path", &f)])
         .header("content-type", "application/octet-stream")
-        .header("x-metadata-a", reqwest::header::HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap())
+        .header(
+            "x-metadata-a",
+            reqwest::header::HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap(),
+        )
         .body("m")
         .send()
         .await
@@ -375,16 +581,36 @@ async fn compose() {
     std::fs::write(format!("{d}/p1"), "hello ").unwrap();
     std::fs::write(format!("{d}/p2"), "world").unwrap();
     let body = serde_json::json!({"source_paths": [format!("{d}/p1"), format!("{d}/p2")], "destination": format!("{d}/out/all.txt")});
-    let r = h.http.post(format!("{}/files/compose", h.envd.url())).header("x-access-token", h.token()).json(&body).send().await.unwrap();
+    let r = h
+        .http
+        .post(format!("{}/files/compose", h.envd.url()))
+        .header("x-access-token", h.token())
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["name"], "all.txt");
-    assert_eq!(std::fs::read_to_string(format!("{d}/out/all.txt")).unwrap(), "hello world");
+    assert_eq!(
+        std::fs::read_to_string(format!("{d}/out/all.txt")).unwrap(),
+        "hello world"
+    );
     assert_eq!(entries(dir.path()), vec!["out"]);
     let body = serde_json::json!({"source_paths": [format!("{d}/missing")], "destination": format!("{d}/out/all.txt")});
-    let r = h.http.post(format!("{}/files/compose", h.envd.url())).header("x-access-token", h.token()).json(&body).send().await.unwrap();
+    let r = h
+        .http
+        .post(format!("{}/files/compose", h.envd.url()))
+        .header("x-access-token", h.token())
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 404);
-    assert_eq!(std::fs::read_to_string(format!("{d}/out/all.txt")).unwrap(), "hello world");
+    assert_eq!(
+        std::fs::read_to_string(format!("{d}/out/all.txt")).unwrap(),
+        "hello world"
+    );
 }
 
 #[tokio::test]
@@ -396,23 +622,51 @@ async fn root_confinement() {
         c
     })
     .await;
-    let h = H { envd, http: reqwest::Client::new() };
+    let h = H {
+        envd,
+        http: reqwest::Client::new(),
+    };
     let d = root.path().to_str().unwrap();
     std::fs::write(format!("{d}/in.txt"), "inside").unwrap();
     std::os::unix::fs::symlink("/etc", format!("{d}/escape")).unwrap();
-    let r = h.get(&[("path", &format!("{d}/in.txt"))]).send().await.unwrap();
+    let r = h
+        .get(&[("path", &format!("{d}/in.txt"))])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
-    for p in ["/etc/passwd".to_string(), format!("{d}/../../etc/passwd"), format!("{d}/escape/passwd")] {
+    for p in [
+        "/etc/passwd".to_string(),
+        format!("{d}/../../etc/passwd"),
+        format!("{d}/escape/passwd"),
+    ] {
         let r = h.get(&[("path", &p)]).send().await.unwrap();
         assert_eq!(r.status(), 403, "{p}");
-        assert!(r.text().await.unwrap().contains("outside the daemon's root"));
+        assert!(
+            r.text()
+                .await
+                .unwrap()
+                .contains("outside the daemon's root")
+        );
     }
     let outside = tempfile::tempdir().unwrap();
     let target = format!("{}/nope.txt", outside.path().display());
-    let r = h.post(&[("path", &target)]).header("content-type", "application/octet-stream").body("x").send().await.unwrap();
+    let r = h
+        .post(&[("path", &target)])
+        .header("content-type", "application/octet-stream")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403);
     assert!(!Path::new(&target).exists());
-    let r = h.post(&[("path", &format!("{d}/escape/evil"))]).header("content-type", "application/octet-stream").body("x").send().await.unwrap();
+    let r = h
+        .post(&[("path", &format!("{d}/escape/evil"))])
+        .header("content-type", "application/octet-stream")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403);
     // RPCs too.
     let r = h
@@ -435,14 +689,24 @@ async fn no_space_is_507() {
     // Needs root and a tmpfs mount; skipped elsewhere.
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap().to_string();
-    let ok = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=256k", "tmpfs", &d]).status().map(|s| s.success()).unwrap_or(false);
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs", &d])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
     if !ok {
         eprintln!("skipped: cannot mount a tmpfs");
         return;
     }
     let h = H::new().await;
     let f = format!("{d}/big.bin");
-    let r = h.post(&[("path", &f)]).header("content-type", "application/octet-stream").body(vec![0u8; 2 << 20]).send().await.unwrap();
+    let r = h
+        .post(&[("path", &f)])
+        .header("content-type", "application/octet-stream")
+        .body(vec![0u8; 2 << 20])
+        .send()
+        .await
+        .unwrap();
     let status = r.status();
     let text = r.text().await.unwrap();
     let _ = std::process::Command::new("umount").arg(&d).status();

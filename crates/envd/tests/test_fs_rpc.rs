@@ -19,7 +19,10 @@ async fn unary(envd: &TestEnvd, method: &str, body: Value) -> (u16, Value) {
         .await
         .unwrap();
     let status = r.status().as_u16();
-    (status, serde_json::from_slice(&r.bytes().await.unwrap()).unwrap_or(Value::Null))
+    (
+        status,
+        serde_json::from_slice(&r.bytes().await.unwrap()).unwrap_or(Value::Null),
+    )
 }
 
 #[tokio::test]
@@ -59,21 +62,56 @@ async fn list_dir_rules() {
     std::fs::write(d.join("real/f"), "x").unwrap();
     std::os::unix::fs::symlink(d.join("real"), d.join("real/inner/loop")).unwrap();
     std::os::unix::fs::symlink(d.join("real"), d.join("link")).unwrap();
-    let paths = |v: &Value| v["entries"].as_array().unwrap().iter().map(|e| e["path"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let paths = |v: &Value| {
+        v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["path"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
     // Depth 0 means 1.
-    let (_, v) = unary(&envd, "ListDir", json!({"path": d.join("real"), "depth": 0})).await;
-    assert_eq!(paths(&v), vec![d.join("real/f").to_str().unwrap(), d.join("real/inner").to_str().unwrap()]);
+    let (_, v) = unary(
+        &envd,
+        "ListDir",
+        json!({"path": d.join("real"), "depth": 0}),
+    )
+    .await;
+    assert_eq!(
+        paths(&v),
+        vec![
+            d.join("real/f").to_str().unwrap(),
+            d.join("real/inner").to_str().unwrap()
+        ]
+    );
     // A symlinked root lists like its target, with paths under the link; nested links are
     // listed, not followed.
-    let (_, v) = unary(&envd, "ListDir", json!({"path": d.join("link"), "depth": 5})).await;
+    let (_, v) = unary(
+        &envd,
+        "ListDir",
+        json!({"path": d.join("link"), "depth": 5}),
+    )
+    .await;
     let link = d.join("link");
     let l = link.to_str().unwrap();
-    assert_eq!(paths(&v), vec![format!("{l}/f"), format!("{l}/inner"), format!("{l}/inner/deep"), format!("{l}/inner/loop")]);
+    assert_eq!(
+        paths(&v),
+        vec![
+            format!("{l}/f"),
+            format!("{l}/inner"),
+            format!("{l}/inner/deep"),
+            format!("{l}/inner/loop")
+        ]
+    );
     // Cycles, files and missing paths.
     std::os::unix::fs::symlink(d.join("c1"), d.join("c2")).unwrap();
     std::os::unix::fs::symlink(d.join("c2"), d.join("c1")).unwrap();
     let (s, v) = unary(&envd, "ListDir", json!({"path": d.join("c1")})).await;
-    assert_eq!((s, v["code"].as_str()), (400, Some("failed_precondition")), "{v}");
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (400, Some("failed_precondition")),
+        "{v}"
+    );
     assert!(v["message"].as_str().unwrap().contains("cyclic"));
     let (s, v) = unary(&envd, "ListDir", json!({"path": d.join("real/f")})).await;
     assert_eq!((s, v["code"].as_str()), (400, Some("invalid_argument")));
@@ -96,10 +134,25 @@ async fn make_dir_move_remove_codes() {
     std::fs::write(d.join("file"), "x").unwrap();
     let (_, v) = unary(&envd, "MakeDir", json!({"path": d.join("file")})).await;
     assert_eq!(v["code"], "invalid_argument");
-    let (s, v) = unary(&envd, "Move", json!({"source": d.join("nope"), "destination": d.join("x")})).await;
+    let (s, v) = unary(
+        &envd,
+        "Move",
+        json!({"source": d.join("nope"), "destination": d.join("x")}),
+    )
+    .await;
     assert_eq!((s, v["code"].as_str()), (404, Some("not_found")));
-    assert!(v["message"].as_str().unwrap().contains("source file not found"));
-    let (s, v) = unary(&envd, "Move", json!({"source": d.join("file"), "destination": d.join("p/q/moved")})).await;
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("source file not found")
+    );
+    let (s, v) = unary(
+        &envd,
+        "Move",
+        json!({"source": d.join("file"), "destination": d.join("p/q/moved")}),
+    )
+    .await;
     assert_eq!(s, 200);
     assert_eq!(v["entry"]["name"], "moved");
     let (s, _) = unary(&envd, "Remove", json!({"path": d.join("a")})).await;
@@ -114,7 +167,12 @@ async fn polled_watcher_lifecycle() {
     let envd = spawn_envd().await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (s, v) = unary(&envd, "CreateWatcher", json!({"path": d, "recursive": true})).await;
+    let (s, v) = unary(
+        &envd,
+        "CreateWatcher",
+        json!({"path": d, "recursive": true}),
+    )
+    .await;
     assert_eq!(s, 200, "{v}");
     let id = v["watcherId"].as_str().unwrap().to_string();
     assert!(id.starts_with('w'));
@@ -127,11 +185,22 @@ async fn polled_watcher_lifecycle() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| (e["type"].as_str().unwrap().to_string(), e["name"].as_str().unwrap().to_string()))
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_string(),
+                e["name"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     assert_eq!(evs[0], ("EVENT_TYPE_CREATE".into(), "sub".into()));
-    assert!(evs.contains(&("EVENT_TYPE_CREATE".into(), "sub/x.txt".into())), "{evs:?}");
-    assert!(evs.contains(&("EVENT_TYPE_WRITE".into(), "sub/x.txt".into())), "{evs:?}");
+    assert!(
+        evs.contains(&("EVENT_TYPE_CREATE".into(), "sub/x.txt".into())),
+        "{evs:?}"
+    );
+    assert!(
+        evs.contains(&("EVENT_TYPE_WRITE".into(), "sub/x.txt".into())),
+        "{evs:?}"
+    );
     // Drained.
     let (_, v) = unary(&envd, "GetWatcherEvents", json!({"watcherId": id})).await;
     assert!(v.get("events").is_none() || v["events"].as_array().unwrap().is_empty());
@@ -182,7 +251,11 @@ async fn watch_dir_stream_over_connect() {
                     return serde_json::from_slice(&f).unwrap();
                 }
             }
-            let chunk = tokio::time::timeout(Duration::from_secs(5), stream.next()).await.unwrap().unwrap().unwrap();
+            let chunk = tokio::time::timeout(Duration::from_secs(5), stream.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
             buf.extend_from_slice(&chunk);
         }
     };
@@ -200,6 +273,10 @@ async fn watch_dir_stream_over_connect() {
     assert_eq!(fsev["entry"]["name"], "n.txt");
     // Keepalives arrive when nothing happens.
     let f = next().await;
-    let f = if f.get("keepalive").is_some() { f } else { next().await };
+    let f = if f.get("keepalive").is_some() {
+        f
+    } else {
+        next().await
+    };
     assert_eq!(f, json!({"keepalive": {}}));
 }

@@ -17,7 +17,10 @@ async fn unary(url: &str, token: &str, method: &str, body: Value) -> (u16, Value
         .await
         .unwrap();
     let status = r.status().as_u16();
-    (status, serde_json::from_slice(&r.bytes().await.unwrap()).unwrap_or(Value::Null))
+    (
+        status,
+        serde_json::from_slice(&r.bytes().await.unwrap()).unwrap_or(Value::Null),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -51,7 +54,13 @@ async fn overflow_is_an_error() {
     let (s, v) = unary(&url, &token, "GetWatcherEvents", json!({"watcherId": id})).await;
     assert_eq!(s, 429, "{v}");
     assert_eq!(v["code"], "resource_exhausted");
-    assert!(v["message"].as_str().unwrap().contains("overflowed (500 events"), "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("overflowed (500 events"),
+        "{v}"
+    );
     // It stays failed until removed; the daemon keeps serving.
     let (_, v) = unary(&url, &token, "GetWatcherEvents", json!({"watcherId": id})).await;
     assert_eq!(v["code"], "resource_exhausted");

@@ -81,7 +81,11 @@ fn file_type(st_mode: u32) -> FileType {
 
 type NameCache = Mutex<HashMap<u32, String>>;
 
-fn cached_name(cache: &'static OnceLock<NameCache>, id: u32, lookup: impl FnOnce(u32) -> Option<String>) -> String {
+fn cached_name(
+    cache: &'static OnceLock<NameCache>,
+    id: u32,
+    lookup: impl FnOnce(u32) -> Option<String>,
+) -> String {
     let cache = cache.get_or_init(Default::default);
     if let Ok(g) = cache.lock()
         && let Some(n) = g.get(&id)
@@ -104,7 +108,10 @@ fn cached_name(cache: &'static OnceLock<NameCache>, id: u32, lookup: impl FnOnce
 pub(crate) fn owner_name(uid: u32) -> String {
     static CACHE: OnceLock<NameCache> = OnceLock::new();
     cached_name(&CACHE, uid, |id| {
-        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(id)).ok().flatten().map(|u| u.name)
+        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(id))
+            .ok()
+            .flatten()
+            .map(|u| u.name)
     })
 }
 
@@ -112,7 +119,10 @@ pub(crate) fn owner_name(uid: u32) -> String {
 pub(crate) fn group_name(gid: u32) -> String {
     static CACHE: OnceLock<NameCache> = OnceLock::new();
     cached_name(&CACHE, gid, |id| {
-        nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(id)).ok().flatten().map(|g| g.name)
+        nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(id))
+            .ok()
+            .flatten()
+            .map(|g| g.name)
     })
 }
 
@@ -120,10 +130,14 @@ pub(crate) fn group_name(gid: u32) -> String {
 /// Filesystems without xattr support, and non-UTF-8 names or values, yield nothing.
 pub(crate) fn read_metadata(path: &Path) -> HashMap<String, String> {
     let mut out = HashMap::new();
-    let Ok(names) = xattr::list_deref(path) else { return out };
+    let Ok(names) = xattr::list_deref(path) else {
+        return out;
+    };
     for name in names {
         let Some(name) = name.to_str() else { continue };
-        let Some(key) = name.strip_prefix(METADATA_PREFIX) else { continue };
+        let Some(key) = name.strip_prefix(METADATA_PREFIX) else {
+            continue;
+        };
         if let Ok(Some(value)) = xattr::get_deref(path, name)
             && let Ok(value) = String::from_utf8(value)
         {
@@ -148,7 +162,11 @@ pub(crate) fn entry_info(path: &Path, display_path: &Path) -> io::Result<EntryIn
 }
 
 /// Builds the `EntryInfo` of `path` from its lstat metadata.
-pub(crate) fn entry_from_metadata(path: &Path, display_path: &Path, meta: &std::fs::Metadata) -> EntryInfo {
+pub(crate) fn entry_from_metadata(
+    path: &Path,
+    display_path: &Path,
+    meta: &std::fs::Metadata,
+) -> EntryInfo {
     let st_mode = meta.mode();
     let (ty, mode, symlink_target) = if st_mode & S_IFMT == S_IFLNK {
         let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
@@ -162,7 +180,10 @@ pub(crate) fn entry_from_metadata(path: &Path, display_path: &Path, meta: &std::
     let modified_time = if meta.mtime() == 0 && meta.mtime_nsec() == 0 {
         None
     } else {
-        Some(Timestamp { seconds: meta.mtime(), nanos: meta.mtime_nsec() as i32 })
+        Some(Timestamp {
+            seconds: meta.mtime(),
+            nanos: meta.mtime_nsec() as i32,
+        })
     };
     EntryInfo {
         name: base_name(display_path),

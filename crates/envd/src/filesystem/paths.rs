@@ -44,7 +44,10 @@ pub(crate) fn real_path(path: &Path) -> PathBuf {
             }
             return crate::state::clean(&out);
         }
-        match (existing.file_name().map(|n| n.to_os_string()), existing.parent()) {
+        match (
+            existing.file_name().map(|n| n.to_os_string()),
+            existing.parent(),
+        ) {
             (Some(name), Some(parent)) => {
                 rest.push(name);
                 existing = parent.to_path_buf();
@@ -60,7 +63,11 @@ pub(crate) fn confine(root: Option<&Path>, path: &Path) -> Result<(), PathError>
     let real_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     let lexical = crate::state::clean(path);
     let real = real_path(&lexical);
-    if real.starts_with(&real_root) && lexical.components().all(|c| !matches!(c, Component::ParentDir)) {
+    if real.starts_with(&real_root)
+        && lexical
+            .components()
+            .all(|c| !matches!(c, Component::ParentDir))
+    {
         Ok(())
     } else {
         Err(PathError::OutsideRoot(format!(
@@ -85,7 +92,12 @@ pub(crate) fn chown_to(state: &State, user: &User, path: &Path) -> io::Result<()
 pub(crate) fn make_dirs(state: &State, user: &User, dir: &Path) -> io::Result<()> {
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => return Ok(()),
-        Ok(_) => return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("'{}' exists and is not a directory", dir.display()))),
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("'{}' exists and is not a directory", dir.display()),
+            ));
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }

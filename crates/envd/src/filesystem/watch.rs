@@ -80,7 +80,8 @@ pub(crate) fn network_mount_kind(path: &Path) -> Option<&'static str> {
 }
 
 fn is_upload_tmp(name: &OsStr) -> bool {
-    name.as_encoded_bytes().starts_with(UPLOAD_TMP_PREFIX.as_bytes())
+    name.as_encoded_bytes()
+        .starts_with(UPLOAD_TMP_PREFIX.as_bytes())
 }
 
 struct Reader {
@@ -96,7 +97,11 @@ impl Reader {
     /// below it (symlinks are not followed).
     fn add_tree(&mut self, rel: PathBuf) {
         let abs = self.spec.dir.join(&rel);
-        let mask = if rel.as_os_str().is_empty() { watch_mask() } else { watch_mask() | WatchMask::DONT_FOLLOW };
+        let mask = if rel.as_os_str().is_empty() {
+            watch_mask()
+        } else {
+            watch_mask() | WatchMask::DONT_FOLLOW
+        };
         match self.watches.add(&abs, mask | WatchMask::ONLYDIR) {
             Ok(wd) => {
                 if rel.as_os_str().is_empty() {
@@ -112,7 +117,9 @@ impl Reader {
         if !self.spec.recursive {
             return;
         }
-        let Ok(rd) = std::fs::read_dir(&abs) else { return };
+        let Ok(rd) = std::fs::read_dir(&abs) else {
+            return;
+        };
         let mut subdirs: Vec<_> = rd
             .filter_map(Result::ok)
             .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
@@ -125,17 +132,27 @@ impl Reader {
     }
 
     fn event(&self, rel: &Path, ty: EventType) -> FilesystemEvent {
-        let entry = if self.spec.include_entry && matches!(ty, EventType::Create | EventType::Write | EventType::Chmod) {
+        let entry = if self.spec.include_entry
+            && matches!(ty, EventType::Create | EventType::Write | EventType::Chmod)
+        {
             let abs = self.spec.dir.join(rel);
             entry_info(&abs, &abs).ok()
         } else {
             None
         };
-        FilesystemEvent { name: rel.to_string_lossy().into_owned(), r#type: ty as i32, entry }
+        FilesystemEvent {
+            name: rel.to_string_lossy().into_owned(),
+            r#type: ty as i32,
+            entry,
+        }
     }
 
     /// Translates one inotify event into envd events.
-    fn translate(&mut self, ev: &inotify::EventOwned, out: &mut Vec<FilesystemEvent>) -> Result<(), Status> {
+    fn translate(
+        &mut self,
+        ev: &inotify::EventOwned,
+        out: &mut Vec<FilesystemEvent>,
+    ) -> Result<(), Status> {
         let mask = ev.mask;
         if mask.contains(EventMask::Q_OVERFLOW) {
             return Err(Status::internal(
@@ -146,7 +163,9 @@ impl Reader {
             self.dirs.remove(&ev.wd);
             return Ok(());
         }
-        let Some(dir) = self.dirs.get(&ev.wd).cloned() else { return Ok(()) };
+        let Some(dir) = self.dirs.get(&ev.wd).cloned() else {
+            return Ok(());
+        };
         let Some(name) = ev.name.as_deref() else {
             // Events about a watched directory itself: its parent reports them (or, for the
             // root, the client removed or moved what it watches).
@@ -181,7 +200,10 @@ impl Reader {
         if mask.contains(EventMask::DELETE) {
             out.push(self.event(&rel, EventType::Remove));
         }
-        if self.spec.recursive && mask.contains(EventMask::ISDIR) && mask.intersects(EventMask::CREATE | EventMask::MOVED_TO) {
+        if self.spec.recursive
+            && mask.contains(EventMask::ISDIR)
+            && mask.intersects(EventMask::CREATE | EventMask::MOVED_TO)
+        {
             self.add_tree(rel);
         }
         Ok(())
@@ -203,13 +225,25 @@ impl Drop for WatchTask {
 /// Starts watching. Events (or one terminal error) arrive on the returned channel; the reader
 /// waits when the channel is full, so a slow consumer eventually overflows the kernel queue and
 /// gets an error instead of the daemon growing.
-pub(crate) fn start(spec: WatchSpec) -> Result<(mpsc::Receiver<Result<FilesystemEvent, Status>>, WatchTask), Status> {
-    let inotify = Inotify::init().map_err(|e| Status::internal(format!("cannot create an inotify instance: {e}")))?;
+pub(crate) fn start(
+    spec: WatchSpec,
+) -> Result<(mpsc::Receiver<Result<FilesystemEvent, Status>>, WatchTask), Status> {
+    let inotify = Inotify::init()
+        .map_err(|e| Status::internal(format!("cannot create an inotify instance: {e}")))?;
     let watches = inotify.watches();
-    let mut reader = Reader { spec, watches, dirs: HashMap::new(), root_wd: None, tmp_cookies: HashSet::new() };
+    let mut reader = Reader {
+        spec,
+        watches,
+        dirs: HashMap::new(),
+        root_wd: None,
+        tmp_cookies: HashSet::new(),
+    };
     reader.add_tree(PathBuf::new());
     if reader.root_wd.is_none() {
-        return Err(Status::internal(format!("cannot watch '{}'", reader.spec.dir.display())));
+        return Err(Status::internal(format!(
+            "cannot watch '{}'",
+            reader.spec.dir.display()
+        )));
     }
     let mut stream = inotify
         .into_event_stream(vec![0u8; 64 * 1024])
@@ -221,7 +255,9 @@ pub(crate) fn start(spec: WatchSpec) -> Result<(mpsc::Receiver<Result<Filesystem
             let ev = match item {
                 Ok(ev) => ev,
                 Err(e) => {
-                    let _ = tx.send(Err(Status::internal(format!("watcher failed: {e}")))).await;
+                    let _ = tx
+                        .send(Err(Status::internal(format!("watcher failed: {e}"))))
+                        .await;
                     return;
                 }
             };
@@ -292,7 +328,11 @@ impl PolledWatcher {
                 }
             }
         });
-        Ok(Self { buffer, _reader: reader, _collector: CollectorTask(collector) })
+        Ok(Self {
+            buffer,
+            _reader: reader,
+            _collector: CollectorTask(collector),
+        })
     }
 
     /// Drains the buffered events, or returns the watcher's terminal error.
