@@ -114,8 +114,14 @@ impl EnvdConnection {
         for (name, value) in static_headers(&endpoint)? {
             default_headers.insert(name, value);
         }
-        let http = reqwest::Client::builder()
-            .default_headers(default_headers)
+        let mut http = reqwest::Client::builder().default_headers(default_headers);
+        for der in &endpoint.extra_root_certificates {
+            let cert = reqwest::Certificate::from_der(der).map_err(|e| {
+                EnvdError::InvalidEndpoint(format!("extra root certificate rejected: {e}"))
+            })?;
+            http = http.add_root_certificate(cert);
+        }
+        let http = http
             .connect_timeout(endpoint.connect_timeout)
             .build()
             .map_err(|e| {
@@ -320,6 +326,27 @@ fn h2c_channel(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
     Ok(BoxCloneSyncService::new(channel.map_err(ChannelError::new)))
 }
 
+/// rustls with the public WebPKI roots plus the endpoint's extra roots.
+fn tls_config(endpoint: &EnvdEndpoint) -> Result<rustls::ClientConfig, EnvdError> {
+    let tls_err =
+        |e: &dyn std::fmt::Display| EnvdError::InvalidEndpoint(format!("TLS setup failed: {e}"));
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    for der in &endpoint.extra_root_certificates {
+        roots
+            .add(rustls::pki_types::CertificateDer::from(der.clone()))
+            .map_err(|e| tls_err(&format!("extra root certificate rejected: {e}")))?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| tls_err(&e))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(config)
+}
+
 fn grpc_web_channel(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
     let uri = parse_uri(&endpoint.url)?;
     let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
@@ -327,8 +354,7 @@ fn grpc_web_channel(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
     http.set_nodelay(true);
     http.set_connect_timeout(Some(endpoint.connect_timeout));
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-        .map_err(|e| EnvdError::InvalidEndpoint(format!("TLS setup failed: {e}")))?
+        .with_tls_config(tls_config(endpoint)?)
         .https_or_http()
         .enable_http1()
         .wrap_connector(http);

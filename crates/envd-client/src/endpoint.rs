@@ -44,6 +44,9 @@ pub struct EnvdEndpoint {
     pub user: Option<String>,
     /// Bound on connecting to envd (TCP and TLS handshake).
     pub connect_timeout: Duration,
+    /// Extra trusted root certificates (DER) for `https://` envds behind a private CA, on top
+    /// of the public WebPKI roots.
+    pub extra_root_certificates: Vec<Vec<u8>>,
 }
 
 impl EnvdEndpoint {
@@ -59,7 +62,14 @@ impl EnvdEndpoint {
             transport: Transport::Auto,
             user: None,
             connect_timeout: Duration::from_secs(10),
+            extra_root_certificates: Vec::new(),
         }
+    }
+
+    /// Trusts `der` (a DER-encoded CA certificate) for TLS, besides the public roots.
+    pub fn add_root_certificate(mut self, der: impl Into<Vec<u8>>) -> Self {
+        self.extra_root_certificates.push(der.into());
+        self
     }
 
     /// Sets the access token.
