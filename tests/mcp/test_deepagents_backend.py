@@ -126,3 +126,15 @@ def test_async_api(sandbox, root):
         assert any(e["path"] == f"{root}/a.bin" for e in ls.entries)
 
     asyncio.run(go())
+
+
+def test_capture_offload(sandbox, root):
+    assert sandbox.enable_capture_offload
+    r = sandbox.execute_with_offload(
+        "seq 1 200000; echo err >&2; exit 3", f"{root}/capture.txt", max_inline_bytes=10000
+    )
+    assert r.offloaded and r.response.exit_code == 3
+    assert r.response.output.startswith("1\n2\n") and "err" in r.response.output
+    assert sandbox.execute(f"tail -n 1 {root}/capture.txt").output == "err\n"
+    r = sandbox.execute_with_offload("echo small; exit 4", f"{root}/capture2.txt", max_inline_bytes=10000)
+    assert not r.offloaded and (r.response.output, r.response.exit_code) == ("small\n", 4)

@@ -48,6 +48,10 @@ class E2BExecSandbox(BaseSandbox):
         connect_timeout: Seconds to wait for the MCP handshake.
     """
 
+    enable_capture_offload: bool = True
+    """The server's shell has POSIX sh and coreutils, so DeepAgents may spill large output to a
+    file in the sandbox (`execute_with_offload`) instead of carrying it back inline."""
+
     def __init__(
         self,
         url: str | None = None,
