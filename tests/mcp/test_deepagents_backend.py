@@ -129,7 +129,8 @@ def test_async_api(sandbox, root):
 
 
 def test_capture_offload(sandbox, root):
-    assert sandbox.enable_capture_offload
+    assert not sandbox.enable_capture_offload, "off by default (see the class docs)"
+    sandbox.enable_capture_offload = True
     r = sandbox.execute_with_offload(
         "seq 1 200000; echo err >&2; exit 3", f"{root}/capture.txt", max_inline_bytes=10000
     )
@@ -138,3 +139,31 @@ def test_capture_offload(sandbox, root):
     assert sandbox.execute(f"tail -n 1 {root}/capture.txt").output == "err\n"
     r = sandbox.execute_with_offload("echo small; exit 4", f"{root}/capture2.txt", max_inline_bytes=10000)
     assert not r.offloaded and (r.response.output, r.response.exit_code) == ("small\n", 4)
+
+
+def test_create_deep_agent_runs_in_the_sandbox(sandbox):
+    """A real DeepAgents agent (fake chat model emitting tool calls) using this backend."""
+    from deepagents import create_deep_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    class FakeModel(GenericFakeChatModel):
+        def bind_tools(self, tools, **kw):
+            return self
+
+    f = f"/tmp/agent-probe-{uuid.uuid4().hex}.txt"
+    msgs = iter(
+        [
+            AIMessage(content="", tool_calls=[{"name": "execute", "args": {"command": f"echo from-agent > {f}; cat {f}; exit 5"}, "id": "c1"}]),
+            AIMessage(content="", tool_calls=[{"name": "read_file", "args": {"file_path": f}, "id": "c2"}]),
+            AIMessage(content="done"),
+        ]
+    )
+    agent = create_deep_agent(model=FakeModel(messages=msgs), backend=sandbox)
+    out = agent.invoke({"messages": [{"role": "user", "content": "go"}]})
+    tools = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert "from-agent" in tools[0].content and "5" in tools[0].content, tools[0].content
+    assert tools[0].artifact["exit_code"] == 5
+    assert "from-agent" in tools[1].content
+    assert out["messages"][-1].content == "done"
+    sandbox.execute(f"rm -f {f}")

@@ -48,9 +48,10 @@ class E2BExecSandbox(BaseSandbox):
         connect_timeout: Seconds to wait for the MCP handshake.
     """
 
-    enable_capture_offload: bool = True
-    """The server's shell has POSIX sh and coreutils, so DeepAgents may spill large output to a
-    file in the sandbox (`execute_with_offload`) instead of carrying it back inline."""
+    enable_capture_offload: bool = False
+    """Off (DeepAgents' default): `create_deep_agent` asks for captures under
+    `/large_tool_results/`, which a non-root sandbox user cannot create, and the wrapper then
+    reports exit code 0 and mangled output. Turn it on only when that directory is writable."""
 
     def __init__(
         self,
