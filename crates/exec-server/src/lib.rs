@@ -20,8 +20,6 @@ mod envd;
 mod error;
 mod exec;
 mod files;
-#[cfg(test)]
-mod host;
 mod http;
 mod output;
 mod server;

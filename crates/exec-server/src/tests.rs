@@ -1,4 +1,4 @@
-//! Unit tests of the server logic through rmcp's client, in process, over the host backend.
+//! Tests of the server logic through rmcp's client, in process, over the embedded local sandbox.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -8,14 +8,16 @@ use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use crate::host::HostBackend;
+use crate::envd::EnvdBackend;
 use crate::transport::InjectServerInfo;
 use crate::{ExecServerArgs, ExecServerHandle};
 
 type Client = RunningService<RoleClient, ()>;
 
-async fn pair(args: ExecServerArgs) -> Client {
-    let handle = ExecServerHandle::with_backend(args, Arc::new(HostBackend::new("test-sbx")));
+async fn pair(mut args: ExecServerArgs) -> Client {
+    args.sandbox_id = Some("test-sbx".into());
+    let backend = EnvdBackend::local().await.expect("embedded local sandbox");
+    let handle = ExecServerHandle::with_backend(args, Arc::new(backend));
     let (c, s) = tokio::io::duplex(1 << 20);
     let id = handle.sandbox_id().to_owned();
     tokio::spawn(async move {
@@ -92,7 +94,7 @@ async fn initialize_and_tools() {
 #[tokio::test]
 async fn exec_output_and_codes() {
     let c = pair(ExecServerArgs::default()).await;
-    let r = exec(&c, "printf hi; printf ' err' >&2; exit 42").await;
+    let r = exec(&c, "printf hi; sleep 0.1; printf ' err' >&2; exit 42").await;
     assert_eq!(text(&r), "hi err");
     assert_eq!(meta(&r, "exit_code"), json!(42));
     assert_eq!(meta(&r, "stdout_bytes"), json!(2));
