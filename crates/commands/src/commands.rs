@@ -1,6 +1,7 @@
 //! `Commands`: the Process service, E2B style.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,6 +22,7 @@ use crate::options::{
     ProcessInfo, ProcessSelector, PtySize, Signal,
 };
 use crate::output::CommandOutput;
+use crate::stdin::{StdinWriter, StreamSupport};
 
 /// How long the health probe after a lost connection may take (E2B's 5 s).
 const HEALTH_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -47,6 +49,8 @@ enum Mode {
 pub struct Commands {
     conn: EnvdConnection,
     request_timeout: Duration,
+    /// Whether envd serves `StreamInput` (probed by the first [`StdinWriter`] write).
+    stream_support: Arc<StreamSupport>,
 }
 
 impl Commands {
@@ -55,6 +59,7 @@ impl Commands {
         Self {
             conn,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            stream_support: Arc::default(),
         }
     }
 
@@ -239,7 +244,23 @@ impl Commands {
         }
     }
 
-    async fn unary<T>(
+    pub(crate) fn stream_support(&self) -> &StreamSupport {
+        &self.stream_support
+    }
+
+    /// A transport failure while envd is gone becomes [`CommandError::SandboxUnavailable`].
+    pub(crate) async fn classify(&self, err: CommandError) -> CommandError {
+        match err {
+            CommandError::Transport { .. } if self.sandbox_gone().await => {
+                CommandError::SandboxUnavailable {
+                    message: "envd is not answering; the sandbox is not running".to_owned(),
+                }
+            }
+            other => other,
+        }
+    }
+
+    pub(crate) async fn unary<T>(
         &self,
         fut: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     ) -> Result<T, CommandError> {
@@ -364,6 +385,13 @@ impl Commands {
     pub async fn send_stdin(&self, pid: u32, data: impl Into<Bytes>) -> Result<(), CommandError> {
         self.send_input(pid, process_input::Input::Stdin(data.into().to_vec()))
             .await
+    }
+
+    /// A writer for a process's stdin over one open `StreamInput` stream: a write is one message
+    /// on the stream instead of a `SendInput` request, for low latency and ordered delivery.
+    /// See [`StdinWriter`]. For a PTY process use [`CommandHandle::stdin_writer`].
+    pub fn stdin_writer(&self, pid: u32) -> StdinWriter {
+        StdinWriter::new(self.clone(), pid, false)
     }
 
     /// Writes to a PTY process's terminal.

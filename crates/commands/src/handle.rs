@@ -2,7 +2,7 @@
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -19,6 +19,7 @@ use crate::decode::{Utf8Decoder, decode_buffer};
 use crate::error::CommandError;
 use crate::options::{CallbackKind, OutputCallback};
 use crate::output::{CommandEvent, CommandOutput, ExitStatus};
+use crate::stdin::StdinWriter;
 
 /// How many events the event stream buffers before the reader waits for it (back-pressure).
 /// Events are envd's chunks: 32 KiB from E2B's envd, up to 1 MiB from ours.
@@ -54,6 +55,8 @@ pub(crate) struct Shared {
     cancel: CancellationToken,
     events_tx: Mutex<Option<mpsc::Sender<EventItem>>>,
     events_rx: Mutex<Option<mpsc::Receiver<EventItem>>>,
+    /// The handle's stream writer, created by the first `stdin_writer()` call.
+    stdin_writer: OnceLock<StdinWriter>,
 }
 
 /// Dropped with the last [`CommandHandle`] clone: an event stream nobody took is discarded, and
@@ -141,6 +144,7 @@ impl CommandHandle {
             cancel: CancellationToken::new(),
             events_tx: Mutex::new(tx),
             events_rx: Mutex::new(rx),
+            stdin_writer: OnceLock::new(),
         });
         let guard = Arc::new(Guard {
             shared: shared.clone(),
@@ -263,9 +267,29 @@ impl CommandHandle {
         }
     }
 
+    /// The command's stdin writer (its terminal for a PTY command): one `StreamInput` stream
+    /// kept open for the handle, so each write is one message on it rather than a `SendInput`
+    /// request. Every call returns a clone of the same writer. See [`StdinWriter`].
+    pub fn stdin_writer(&self) -> StdinWriter {
+        self.shared
+            .stdin_writer
+            .get_or_init(|| {
+                StdinWriter::new(
+                    self.shared.commands.clone(),
+                    self.shared.pid,
+                    self.shared.is_pty,
+                )
+            })
+            .clone()
+    }
+
     /// Closes the command's stdin (EOF). For a PTY command, sends Ctrl-D (0x04) instead, as E2B
-    /// does. Needs envd 0.5.2 or newer (nothing is sent on older).
+    /// does. Needs envd 0.5.2 or newer (nothing is sent on older). When the handle's
+    /// [`stdin_writer`](Self::stdin_writer) was used, what it queued is delivered first.
     pub async fn close_stdin(&self) -> Result<(), CommandError> {
+        if let Some(writer) = self.shared.stdin_writer.get() {
+            return writer.close().await;
+        }
         if self.shared.is_pty {
             self.shared
                 .commands

@@ -7,7 +7,9 @@
 //! command timeout, output only to callbacks or an event stream with back-pressure),
 //! [`connect`](Commands::connect), [`list`](Commands::list), [`kill`](Commands::kill),
 //! [`signal`](Commands::signal), [`send_stdin`](Commands::send_stdin) and
-//! [`close_stdin`](Commands::close_stdin) (gated on envd 0.5.2).
+//! [`close_stdin`](Commands::close_stdin) (gated on envd 0.5.2). For many small writes (an
+//! agent's JSON-RPC messages) [`StdinWriter`] keeps one `StreamInput` stream open instead of
+//! one `SendInput` request per write.
 //!
 //! ```no_run
 //! use e2b_commands::{CommandEvent, CommandOptions, Commands, OutputCallback};
@@ -48,6 +50,7 @@ mod error;
 mod handle;
 mod options;
 mod output;
+mod stdin;
 
 pub use commands::Commands;
 pub use decode::Utf8Decoder;
@@ -58,6 +61,7 @@ pub use options::{
     IntoCallbackResult, OutputCallback, ProcessInfo, ProcessSelector, PtySize, Signal,
 };
 pub use output::{CommandEvent, CommandOutput, ExitStatus};
+pub use stdin::StdinWriter;
 
 /// Re-exported so users name the same connection types.
 pub use e2b_envd_client::{EnvdConnection, EnvdEndpoint, EnvdVersion, Transport};
