@@ -2,7 +2,9 @@
 //! (stdin open, no output retained, no command timeout).
 
 use bytes::Bytes;
-use e2b_commands::{CommandEvent, CommandHandle, CommandLine, CommandOptions, Commands};
+use e2b_commands::{
+    CommandHandle, CommandLine, CommandOptions, Commands, OutputCallback, StdinWriter,
+};
 use futures::future::BoxFuture;
 use tokio::sync::{Mutex, mpsc};
 
@@ -15,9 +17,9 @@ use agent_client_protocol::{
     Agent, HandleConnectionClose, HandleDispatchFrom, RunWithConnectionTo,
 };
 
-/// Chunks buffered between the command's event stream and the transport's reader. The reader's
-/// own read queue ([`crate::DEFAULT_READ_QUEUE_DEPTH`]) is what bounds memory; this only decouples
-/// stdout from stderr.
+/// Chunks buffered between the command's output callbacks and the transport's reader. The
+/// reader's own read queue ([`crate::DEFAULT_READ_QUEUE_DEPTH`]) is what bounds memory; this only
+/// decouples stdout from stderr.
 const CHUNK_BUFFER: usize = 16;
 
 /// Anything that gives access to a sandbox's commands API: the `e2b` facade's `Sandbox`, or
@@ -55,6 +57,9 @@ fn sandbox_err(action: &'static str) -> impl FnOnce(e2b_commands::CommandError) 
 /// An agent command running in a sandbox.
 pub struct SandboxProcess {
     handle: CommandHandle,
+    /// The agent's stdin: one `StreamInput` stream kept open (one message per write), with
+    /// `SendInput` as the fallback where streaming is not available.
+    stdin: StdinWriter,
     stdout: Option<mpsc::Receiver<Result<Bytes, AcpError>>>,
     stderr: Option<mpsc::Receiver<Result<Bytes, AcpError>>>,
     exit: Mutex<mpsc::Receiver<Result<ProcessExit, AcpError>>>,
@@ -77,11 +82,35 @@ impl SandboxProcess {
         opts: &AcpOptions,
     ) -> Result<Self, AcpError> {
         let command = command.into();
+        let (out_tx, out_rx) = mpsc::channel::<Result<Bytes, AcpError>>(CHUNK_BUFFER);
+        let (err_tx, err_rx) = mpsc::channel::<Result<Bytes, AcpError>>(CHUNK_BUFFER);
+        let (exit_tx, exit_rx) = mpsc::channel(1);
+        // Output goes straight from the command's reader task into the transport's channels
+        // (async callbacks, awaited before the next chunk is read: back-pressure is kept), one
+        // task hop less per message than an event stream demultiplexed by another task. A
+        // consumer that is gone is ignored, so the reader runs to the exit.
+        let on_stdout = {
+            let tx = out_tx.clone();
+            OutputCallback::bytes_async(move |b: Bytes| {
+                let tx = tx.clone();
+                async move {
+                    let _ = tx.send(Ok(b)).await;
+                }
+            })
+        };
+        let on_stderr = OutputCallback::bytes_async(move |b: Bytes| {
+            let tx = err_tx.clone();
+            async move {
+                let _ = tx.send(Ok(b)).await;
+            }
+        });
         let mut copts = CommandOptions::new()
             .stdin(true)
             .retain_output(false)
             .no_timeout()
-            .events(true);
+            .events(false)
+            .on_stdout(on_stdout)
+            .on_stderr(on_stderr);
         if let Some(cwd) = &opts.cwd {
             copts = copts.cwd(cwd.clone());
         }
@@ -93,7 +122,7 @@ impl SandboxProcess {
         }
         copts = copts.envs(opts.envs.clone());
         let display = format!("{command:?}");
-        let mut handle = sandbox
+        let handle = sandbox
             .sandbox_commands()
             .start_streaming(command, copts)
             .await
@@ -101,15 +130,9 @@ impl SandboxProcess {
                 command: display.clone(),
                 reason: e.to_string(),
             })?;
-        let events = handle.take_events().ok_or_else(|| AcpError::Spawn {
-            command: display,
-            reason: "the command's event stream was not available".to_owned(),
-        })?;
-        let (out_tx, out_rx) = mpsc::channel::<Result<Bytes, AcpError>>(CHUNK_BUFFER);
-        let (err_tx, err_rx) = mpsc::channel::<Result<Bytes, AcpError>>(CHUNK_BUFFER);
-        let (exit_tx, exit_rx) = mpsc::channel(1);
-        tokio::spawn(demux(events, out_tx, err_tx, exit_tx));
+        tokio::spawn(watch_exit(handle.clone(), out_tx, exit_tx));
         Ok(Self {
+            stdin: handle.stdin_writer(),
             handle,
             stdout: Some(out_rx),
             stderr: Some(err_rx),
@@ -124,64 +147,36 @@ fn tokio_stream_from(
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
-/// Split the command's single event stream into stdout, stderr and the exit. Keeps reading until
-/// the end even when a consumer is gone, so the exit is always seen.
-async fn demux(
-    mut events: e2b_commands::CommandEvents,
+/// Waits for the command's outcome (known only after its reader delivered every chunk through
+/// the callbacks), reports a failure on stdout after the data, and passes the exit on. stdout
+/// ends when this and the reader's callback are both done.
+async fn watch_exit(
+    handle: CommandHandle,
     out_tx: mpsc::Sender<Result<Bytes, AcpError>>,
-    err_tx: mpsc::Sender<Result<Bytes, AcpError>>,
     exit_tx: mpsc::Sender<Result<ProcessExit, AcpError>>,
 ) {
-    let mut out_tx = Some(out_tx);
-    let mut err_tx = Some(err_tx);
-    let exit = loop {
-        match events.recv().await {
-            Some(Ok(CommandEvent::Stdout(b) | CommandEvent::Pty(b))) => {
-                if let Some(tx) = &out_tx
-                    && tx.send(Ok(b)).await.is_err()
-                {
-                    out_tx = None;
-                }
+    let exit = match handle.wait().await {
+        Ok(out) => Ok(if out.status.exited {
+            ProcessExit::code(out.status.exit_code)
+        } else {
+            ProcessExit {
+                code: None,
+                signal: out.status.signal,
             }
-            Some(Ok(CommandEvent::Stderr(b))) => {
-                if let Some(tx) = &err_tx
-                    && tx.send(Ok(b)).await.is_err()
-                {
-                    err_tx = None;
-                }
-            }
-            Some(Ok(CommandEvent::Exit(st))) => {
-                break Ok(if st.exited {
-                    ProcessExit::code(st.exit_code)
-                } else {
-                    ProcessExit {
-                        code: None,
-                        signal: st.signal,
-                    }
-                });
-            }
-            Some(Ok(_)) => {}
-            Some(Err(e)) => {
-                let msg = e.to_string();
-                if let Some(tx) = &out_tx {
-                    let _ = tx
-                        .send(Err(AcpError::process("reading the agent's output", &msg)))
-                        .await;
-                }
-                break Err(AcpError::Sandbox {
-                    action: "following the agent command",
-                    source: Box::new(e),
-                });
-            }
-            None => {
-                break Err(AcpError::closed(
-                    "the command's event stream ended without an exit",
-                ));
-            }
+        }),
+        Err(e) => {
+            let msg = e.to_string();
+            let _ = out_tx
+                .send(Err(AcpError::process("reading the agent's output", &msg)))
+                .await;
+            Err(AcpError::Sandbox {
+                action: "following the agent command",
+                source: Box::new(e),
+            })
         }
     };
     drop(out_tx);
-    drop(err_tx);
+    drop(handle);
     let _ = exit_tx.send(exit).await;
 }
 
@@ -204,8 +199,8 @@ impl AgentProcess for SandboxProcess {
 
     fn write_stdin(&self, data: Bytes) -> BoxFuture<'_, Result<(), AcpError>> {
         Box::pin(async move {
-            self.handle
-                .send_stdin(data)
+            self.stdin
+                .write(data)
                 .await
                 .map_err(sandbox_err("writing to the agent's stdin"))
         })
@@ -213,8 +208,9 @@ impl AgentProcess for SandboxProcess {
 
     fn close_stdin(&self) -> BoxFuture<'_, Result<(), AcpError>> {
         Box::pin(async move {
-            self.handle
-                .close_stdin()
+            // Everything written is delivered before the EOF.
+            self.stdin
+                .close()
                 .await
                 .map_err(sandbox_err("closing the agent's stdin"))
         })
