@@ -332,20 +332,29 @@ impl ProcessTable {
     }
 }
 
+/// Reads at or above this size hand their buffer over to the event whole (no copy); smaller ones
+/// are copied out at their exact size and the buffer is reused.
+const HANDOVER: usize = PIPE_CHUNK / 4;
+
 async fn pump<R: AsyncRead + Unpin>(entry: &ProcEntry, mut reader: R, kind: fn(Vec<u8>) -> Output) {
+    // One read buffer, reused while reads are small (an agent's JSON-RPC lines): a small chunk
+    // costs one exact-size allocation and a copy instead of a fresh 1 MiB allocation that is
+    // then shrunk. A bulk read is forwarded as its buffer, with no copy.
+    let mut buf = Vec::with_capacity(PIPE_CHUNK);
     loop {
-        // Read straight into the event's buffer (no copy); give back unused capacity of
-        // small reads so queued events stay small.
-        let mut buf = Vec::with_capacity(PIPE_CHUNK);
         match reader.read_buf(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                if n < PIPE_CHUNK / 4 {
-                    buf.shrink_to_fit();
-                }
+                let data = if n < HANDOVER {
+                    let d = buf[..n].to_vec();
+                    buf.clear();
+                    d
+                } else {
+                    std::mem::replace(&mut buf, Vec::with_capacity(PIPE_CHUNK))
+                };
                 entry
                     .broadcast(Event::Data(DataEvent {
-                        output: Some(kind(buf)),
+                        output: Some(kind(data)),
                     }))
                     .await;
             }
