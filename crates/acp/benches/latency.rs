@@ -1,5 +1,7 @@
 //! Request round-trip latency to the fake agent: through the sandbox (the real embedded envd,
-//! `start_streaming`) against the same agent as a local child process.
+//! `start_streaming`; stdin over one open `StreamInput` stream) against the same agent as a
+//! local child process. Prints the load average too: the machine is shared, so compare the
+//! ratio within one run.
 //!
 //! `cargo bench -p e2b-acp --bench latency` (prints a table; no criterion).
 
@@ -89,7 +91,12 @@ async fn main() {
     let s = stats(round_trips(&sandboxed, ROUNDS, 1_000_000).await);
     let _ = sandboxed.stop(Duration::from_secs(5)).await;
 
-    println!("request round trip, {ROUNDS} sequential `_fake/echo` requests (µs)");
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load: Vec<&str> = load.split_whitespace().take(3).collect();
+    println!(
+        "request round trip, {ROUNDS} sequential `_fake/echo` requests (µs); load average {}",
+        load.join(" ")
+    );
     println!("{:<28} {:>10} {:>10} {:>10}", "", "mean", "p50", "p99");
     println!(
         "{:<28} {:>10.1} {:>10.1} {:>10.1}",
