@@ -7,7 +7,10 @@
 //! ```
 //!
 //! The daemon binary comes from `E2B_ENVD_BIN` (default `target/release/e2b-envd`) and runs as
-//! a separate process so its memory is measured on its own.
+//! a separate process so its memory is measured on its own. `BENCH_ROUNDS` (default 3) rounds
+//! of cp / upload / download; each round's ratios use that round's `cp`, the summary is the
+//! median. Dirty pages are synced before each timed step. `BENCH_ONLY=up|down` times one
+//! direction (for a profiler).
 
 use std::io::{BufRead as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -29,8 +32,24 @@ fn vm_hwm_kib(pid: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn mib_s(bytes: u64, secs: f64) -> f64 {
-    bytes as f64 / (1024.0 * 1024.0) / secs
+/// CPU seconds (user + system) from `/proc/<pid>/stat`: the process's own, and the total of
+/// its waited-for children (which is how `cp`'s CPU time is read).
+fn cpu_secs(pid: &str) -> (f64, f64) {
+    let ticks = 100.0; // USER_HZ on Linux
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the `(comm)`: state is field 3, utime 14, stime 15, cutime 16, cstime 17.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    let get = |i: usize| f.get(i - 3).copied().unwrap_or(0.0);
+    ((get(14) + get(15)) / ticks, (get(16) + get(17)) / ticks)
+}
+
+/// CPU seconds used by this process plus the daemon.
+fn both_cpu(daemon: &str) -> f64 {
+    cpu_secs("self").0 + cpu_secs(daemon).0
 }
 
 fn write_test_file(path: &Path, size: u64) -> std::io::Result<()> {
@@ -53,78 +72,161 @@ fn write_test_file(path: &Path, size: u64) -> std::io::Result<()> {
     f.get_ref().sync_all()
 }
 
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Flushes dirty pages before a timed step, so no step pays for an earlier one's writeback.
+fn settle() {
+    let _ = Command::new("sync").status();
+}
+
+fn time_cp(src: &Path, dst: &Path) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    settle();
+    let c = cpu_secs("self").1;
+    let t = Instant::now();
+    let st = Command::new("cp").arg(src).arg(dst).status()?;
+    let secs = t.elapsed().as_secs_f64();
+    let cpu = cpu_secs("self").1 - c;
+    if !st.success() {
+        return Err("cp failed".into());
+    }
+    std::fs::remove_file(dst)?;
+    Ok((secs, cpu))
+}
+
+/// Kills the daemon when dropped, so a failed run leaves no process behind.
+struct Daemon(std::process::Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let size_mib: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1024);
-    let base = args.get(2).map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let base = args
+        .get(2)
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    // Rounds of (cp, upload, download); each round's ratios use that round's `cp`, and the
+    // summary is the median ratio, so one noisy moment on a shared machine does not decide.
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3)
+        .max(1);
+    // `up`, `down` or both (default): lets a profiler look at one direction.
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let size = size_mib * 1024 * 1024;
     let dir = tempfile::tempdir_in(&base)?;
     let src = dir.path().join("src.bin");
-    println!("writing a {size_mib} MiB test file in {}", dir.path().display());
+    println!(
+        "writing a {size_mib} MiB test file in {}",
+        dir.path().display()
+    );
     write_test_file(&src, size)?;
-
-    // cp on the same disk.
-    let t = Instant::now();
-    let st = Command::new("cp").arg(&src).arg(dir.path().join("cp.bin")).status()?;
-    let cp_secs = t.elapsed().as_secs_f64();
-    if !st.success() {
-        return Err("cp failed".into());
-    }
-    std::fs::remove_file(dir.path().join("cp.bin"))?;
 
     // The daemon, as its own process.
     let bin = std::env::var("E2B_ENVD_BIN").unwrap_or_else(|_| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        root.join("target/release/e2b-envd").to_string_lossy().into_owned()
+        root.join("target/release/e2b-envd")
+            .to_string_lossy()
+            .into_owned()
     });
-    let mut daemon = Command::new(&bin)
-        .args(["--port", "0", "--bind", "127.0.0.1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| format!("cannot start {bin}: {e}"))?;
+    let mut daemon = Daemon(
+        Command::new(&bin)
+            .args(["--port", "0", "--bind", "127.0.0.1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot start {bin}: {e}"))?,
+    );
     let mut line = String::new();
-    if let Some(out) = daemon.stdout.take() {
+    if let Some(out) = daemon.0.stdout.take() {
         std::io::BufReader::new(out).read_line(&mut line)?;
     }
     let url = line.trim().to_string();
-    let pid = daemon.id().to_string();
+    let pid = daemon.0.id().to_string();
     let daemon_rss_idle = vm_hwm_kib(&pid);
     let fs = Filesystem::new(EnvdConnection::new(EnvdEndpoint::new(url))?);
 
     let remote = dir.path().join("uploaded.bin");
     let remote = remote.to_str().ok_or("path")?;
-    let t = Instant::now();
-    fs.write_from_file(remote, &src, &WriteOptions::default()).await?;
-    let up_secs = t.elapsed().as_secs_f64();
-    let daemon_rss_after_up = vm_hwm_kib(&pid);
-    let client_rss_after_up = vm_hwm_kib("self");
-
     let back = dir.path().join("downloaded.bin");
-    let t = Instant::now();
-    let n = fs.read_to_file(remote, &back).await?;
-    let down_secs = t.elapsed().as_secs_f64();
+    let (mut up_ratios, mut down_ratios) = (Vec::new(), Vec::new());
+    let (mut daemon_rss_after_up, mut client_rss_after_up) = (0, 0);
+    println!(
+        "seconds: wall (ratio vs cp, CPU of client + daemon); load {}",
+        load()
+    );
+    println!("round  cp (cpu)       upload                   download");
+    for round in 1..=rounds {
+        let (cp_secs, cp_cpu) = time_cp(&src, &dir.path().join("cp.bin"))?;
+        let mut up = String::from("-");
+        if only != "down" || round == 1 {
+            settle();
+            let c = both_cpu(&pid);
+            let t = Instant::now();
+            fs.write_from_file(remote, &src, &WriteOptions::default())
+                .await?;
+            let up_secs = t.elapsed().as_secs_f64();
+            let up_cpu = both_cpu(&pid) - c;
+            if only != "down" {
+                up_ratios.push(cp_secs / up_secs);
+                up = format!("{up_secs:.3} ({:.2}, cpu {up_cpu:.2})", cp_secs / up_secs);
+            }
+            if std::fs::metadata(remote)?.len() != size {
+                return Err("size mismatch after upload".into());
+            }
+            daemon_rss_after_up = daemon_rss_after_up.max(vm_hwm_kib(&pid));
+            client_rss_after_up = client_rss_after_up.max(vm_hwm_kib("self"));
+        }
+        let mut down = String::from("-");
+        if only != "up" {
+            settle();
+            let c = both_cpu(&pid);
+            let t = Instant::now();
+            let n = fs.read_to_file(remote, &back).await?;
+            let down_secs = t.elapsed().as_secs_f64();
+            let down_cpu = both_cpu(&pid) - c;
+            if n != size || std::fs::metadata(&back)?.len() != size {
+                return Err("size mismatch after download".into());
+            }
+            std::fs::remove_file(&back)?;
+            down_ratios.push(cp_secs / down_secs);
+            down = format!(
+                "{down_secs:.3} ({:.2}, cpu {down_cpu:.2})",
+                cp_secs / down_secs
+            );
+        }
+        println!("{round:>5}  {cp_secs:.3} ({cp_cpu:.2})  {up:<24} {down}");
+    }
     let daemon_rss = vm_hwm_kib(&pid);
     let client_rss = vm_hwm_kib("self");
-    let _ = daemon.kill();
-    let _ = daemon.wait();
+    drop(daemon);
 
-    if n != size || std::fs::metadata(remote)?.len() != size {
-        return Err("size mismatch".into());
+    println!(
+        "file size           {size_mib} MiB, {rounds} rounds; load {}",
+        load()
+    );
+    if !up_ratios.is_empty() {
+        println!("upload   ratio vs cp  median {:.2}", median(up_ratios));
     }
-    println!("file size           {size_mib} MiB");
-    println!("cp                  {cp_secs:.3} s  ({:.0} MiB/s)", mib_s(size, cp_secs));
-    println!(
-        "upload   /files     {up_secs:.3} s  ({:.0} MiB/s)  ratio vs cp {:.2}",
-        mib_s(size, up_secs),
-        cp_secs / up_secs
-    );
-    println!(
-        "download /files     {down_secs:.3} s  ({:.0} MiB/s)  ratio vs cp {:.2}",
-        mib_s(size, down_secs),
-        cp_secs / down_secs
-    );
+    if !down_ratios.is_empty() {
+        println!("download ratio vs cp  median {:.2}", median(down_ratios));
+    }
     println!(
         "peak RSS daemon     {:.1} MiB (idle {:.1} MiB, after upload {:.1} MiB)",
         daemon_rss as f64 / 1024.0,

@@ -46,7 +46,9 @@ pub enum FilesystemError {
         message: String,
     },
     /// The access token, signature or user was refused (RPC `unauthenticated`, HTTP 401).
-    #[error("authentication failed: {message}. Check the sandbox access token and that the user exists")]
+    #[error(
+        "authentication failed: {message}. Check the sandbox access token and that the user exists"
+    )]
     Authentication {
         /// envd's message.
         message: String,
@@ -86,7 +88,11 @@ impl FilesystemError {
     pub(crate) fn from_http(status: u16, body: &[u8]) -> Self {
         let message = serde_json::from_slice::<serde_json::Value>(body)
             .ok()
-            .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_string))
+            .and_then(|v| {
+                v.get("message")
+                    .and_then(|m| m.as_str())
+                    .map(str::to_string)
+            })
             .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
         match status {
             404 => Self::NotFound { message },
@@ -104,7 +110,9 @@ impl From<EnvdError> for FilesystemError {
     fn from(e: EnvdError) -> Self {
         match e {
             EnvdError::NotFound { message } => Self::NotFound { message },
-            EnvdError::InvalidArgument { message } if message.contains("is a directory") => Self::IsDirectory { message },
+            EnvdError::InvalidArgument { message } if message.contains("is a directory") => {
+                Self::IsDirectory { message }
+            }
             EnvdError::InvalidArgument { message } => Self::InvalidArgument { message },
             EnvdError::PermissionDenied { message } => Self::PermissionDenied { message },
             EnvdError::AlreadyExists { message } => Self::AlreadyExists { message },

@@ -23,6 +23,7 @@
 //! ```
 
 mod error;
+mod local_io;
 mod types;
 mod watch;
 
@@ -38,13 +39,10 @@ use sha2::Digest as _;
 
 pub use error::{FilesystemError, Result};
 pub use types::{
-    ByteStream, EntryInfo, EventType, FileType, FilesystemEvent, UrlOptions, WatchOptions, WriteData, WriteEntry,
-    WriteInfo, WriteOptions,
+    ByteStream, EntryInfo, EventType, FileType, FilesystemEvent, UrlOptions, WatchOptions,
+    WriteData, WriteEntry, WriteInfo, WriteOptions,
 };
 pub use watch::WatchHandle;
-
-/// Chunk size used when streaming local files.
-const CHUNK: usize = 256 * 1024;
 
 /// File operations in one sandbox. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -55,18 +53,23 @@ pub struct Filesystem {
 
 /// `"v1_" + base64_nopad(sha256("<path>:<operation>:<user>:<token>[:<expiration>]"))`, envd's URL
 /// signature. `operation` is `read` or `write`.
-pub fn file_signature(path: &str, operation: &str, user: &str, token: &str, expiration: Option<u64>) -> String {
+pub fn file_signature(
+    path: &str,
+    operation: &str,
+    user: &str,
+    token: &str,
+    expiration: Option<u64>,
+) -> String {
     let mut payload = format!("{path}:{operation}:{user}:{token}");
     if let Some(e) = expiration {
         payload.push(':');
         payload.push_str(&e.to_string());
     }
     let digest = sha2::Sha256::digest(payload.as_bytes());
-    format!("v1_{}", base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest))
-}
-
-fn file_stream(file: tokio::fs::File) -> ByteStream {
-    Box::pin(tokio_util::io::ReaderStream::with_capacity(file, CHUNK))
+    format!(
+        "v1_{}",
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest)
+    )
 }
 
 /// Gzip-compresses a stream chunk by chunk (memory: one chunk plus the encoder state).
@@ -76,10 +79,18 @@ fn gzip_stream(input: ByteStream) -> ByteStream {
         input: ByteStream,
         enc: Option<flate2::write::GzEncoder<Vec<u8>>>,
     }
-    let st = St { input, enc: Some(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast())) };
+    let st = St {
+        input,
+        enc: Some(flate2::write::GzEncoder::new(
+            Vec::new(),
+            flate2::Compression::fast(),
+        )),
+    };
     Box::pin(futures::stream::try_unfold(st, |mut st| async move {
         loop {
-            let Some(enc) = st.enc.as_mut() else { return Ok(None) };
+            let Some(enc) = st.enc.as_mut() else {
+                return Ok(None);
+            };
             match st.input.next().await {
                 Some(chunk) => {
                     enc.write_all(&chunk?)?;
@@ -89,7 +100,9 @@ fn gzip_stream(input: ByteStream) -> ByteStream {
                     }
                 }
                 None => {
-                    let Some(enc) = st.enc.take() else { return Ok(None) };
+                    let Some(enc) = st.enc.take() else {
+                        return Ok(None);
+                    };
                     let out = enc.finish()?;
                     return Ok(Some((Bytes::from(out), st)));
                 }
@@ -106,7 +119,10 @@ impl Filesystem {
 
     /// The same filesystem, with every call running as `user` (files created are owned by it).
     pub fn with_user(&self, user: impl Into<String>) -> Self {
-        Self { conn: self.conn.clone(), user: Some(user.into()) }
+        Self {
+            conn: self.conn.clone(),
+            user: Some(user.into()),
+        }
     }
 
     /// The connection in use.
@@ -129,7 +145,9 @@ impl Filesystem {
     }
 
     fn user_query(&self) -> Vec<(&'static str, String)> {
-        self.user().map(|u| vec![("username", u.to_string())]).unwrap_or_default()
+        self.user()
+            .map(|u| vec![("username", u.to_string())])
+            .unwrap_or_default()
     }
 
     async fn check(resp: reqwest::Response) -> Result<reqwest::Response> {
@@ -149,7 +167,13 @@ impl Filesystem {
     pub async fn read_stream(&self, path: &str) -> Result<ByteStream> {
         let mut query = vec![("path", path.to_string())];
         query.extend(self.user_query());
-        let resp = self.conn.http().get(self.files_url()).query(&query).send().await?;
+        let resp = self
+            .conn
+            .http()
+            .get(self.files_url())
+            .query(&query)
+            .send()
+            .await?;
         let resp = Self::check(resp).await?;
         Ok(Box::pin(resp.bytes_stream().map_err(std::io::Error::other)))
     }
@@ -158,33 +182,30 @@ impl Filesystem {
     pub async fn read(&self, path: &str) -> Result<Bytes> {
         let mut query = vec![("path", path.to_string())];
         query.extend(self.user_query());
-        let resp = self.conn.http().get(self.files_url()).query(&query).send().await?;
+        let resp = self
+            .conn
+            .http()
+            .get(self.files_url())
+            .query(&query)
+            .send()
+            .await?;
         Ok(Self::check(resp).await?.bytes().await?)
     }
 
     /// Downloads a UTF-8 text file.
     pub async fn read_text(&self, path: &str) -> Result<String> {
         let b = self.read(path).await?;
-        String::from_utf8(b.to_vec()).map_err(|e| FilesystemError::Protocol(format!("'{path}' is not UTF-8 text: {e}")))
+        String::from_utf8(b.to_vec())
+            .map_err(|e| FilesystemError::Protocol(format!("'{path}' is not UTF-8 text: {e}")))
     }
 
     /// Downloads a file straight into a local file, streaming (written on a blocking thread
-    /// through a bounded channel). Returns the bytes written.
+    /// through a bounded channel, in ~1 MiB `writev` batches). Returns the bytes written.
     pub async fn read_to_file(&self, path: &str, local: impl AsRef<Path>) -> Result<u64> {
-        use std::io::Write as _;
         let mut stream = self.read_stream(path).await?;
         let file = std::fs::File::create(local.as_ref())?;
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(8);
-        let writer = tokio::task::spawn_blocking(move || -> std::io::Result<u64> {
-            let mut w = std::io::BufWriter::with_capacity(CHUNK * 4, file);
-            let mut total = 0u64;
-            while let Some(chunk) = rx.blocking_recv() {
-                w.write_all(&chunk)?;
-                total += chunk.len() as u64;
-            }
-            w.flush()?;
-            Ok(total)
-        });
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(local_io::WRITE_DEPTH);
+        let writer = tokio::task::spawn_blocking(move || local_io::write_chunks(file, rx));
         let mut failure = None;
         while let Some(chunk) = stream.next().await {
             match chunk {
@@ -200,7 +221,9 @@ impl Filesystem {
             }
         }
         drop(tx);
-        let written = writer.await.map_err(|e| FilesystemError::Io(std::io::Error::other(e.to_string())))??;
+        let written = writer
+            .await
+            .map_err(|e| FilesystemError::Io(std::io::Error::other(e.to_string())))??;
         match failure {
             Some(f) => Err(f),
             None => Ok(written),
@@ -216,24 +239,48 @@ impl Filesystem {
     }
 
     /// Writes a file with options (gzip on the wire, metadata).
-    pub async fn write_with(&self, path: &str, data: impl Into<Bytes>, opts: &WriteOptions) -> Result<WriteInfo> {
-        let mut out = self.write_files_with(vec![WriteEntry::bytes(path, data)], opts).await?;
-        out.pop().ok_or_else(|| FilesystemError::Protocol("envd reported no written file".into()))
+    pub async fn write_with(
+        &self,
+        path: &str,
+        data: impl Into<Bytes>,
+        opts: &WriteOptions,
+    ) -> Result<WriteInfo> {
+        let mut out = self
+            .write_files_with(vec![WriteEntry::bytes(path, data)], opts)
+            .await?;
+        out.pop()
+            .ok_or_else(|| FilesystemError::Protocol("envd reported no written file".into()))
     }
 
     /// Writes a file from a stream, never holding it whole in memory.
-    pub async fn write_stream<S>(&self, path: &str, stream: S, opts: &WriteOptions) -> Result<WriteInfo>
+    pub async fn write_stream<S>(
+        &self,
+        path: &str,
+        stream: S,
+        opts: &WriteOptions,
+    ) -> Result<WriteInfo>
     where
         S: futures::Stream<Item = std::io::Result<Bytes>> + Send + 'static,
     {
-        let mut out = self.write_files_with(vec![WriteEntry::stream(path, stream)], opts).await?;
-        out.pop().ok_or_else(|| FilesystemError::Protocol("envd reported no written file".into()))
+        let mut out = self
+            .write_files_with(vec![WriteEntry::stream(path, stream)], opts)
+            .await?;
+        out.pop()
+            .ok_or_else(|| FilesystemError::Protocol("envd reported no written file".into()))
     }
 
     /// Uploads a local file, streamed from disk.
-    pub async fn write_from_file(&self, path: &str, local: impl AsRef<Path>, opts: &WriteOptions) -> Result<WriteInfo> {
-        let mut out = self.write_files_with(vec![WriteEntry::file(path, local.as_ref())], opts).await?;
-        out.pop().ok_or_else(|| FilesystemError::Protocol("envd reported no written file".into()))
+    pub async fn write_from_file(
+        &self,
+        path: &str,
+        local: impl AsRef<Path>,
+        opts: &WriteOptions,
+    ) -> Result<WriteInfo> {
+        let mut out = self
+            .write_files_with(vec![WriteEntry::file(path, local.as_ref())], opts)
+            .await?;
+        out.pop()
+            .ok_or_else(|| FilesystemError::Protocol("envd reported no written file".into()))
     }
 
     /// Writes several files in one request (multipart), in order.
@@ -244,19 +291,29 @@ impl Filesystem {
     /// Writes several files with options. One file goes as a raw octet-stream body when envd
     /// supports it (≥ 0.5.7), else as multipart; several files go as one multipart request,
     /// or, with gzip, as one octet-stream request each.
-    pub async fn write_files_with(&self, files: Vec<WriteEntry>, opts: &WriteOptions) -> Result<Vec<WriteInfo>> {
+    pub async fn write_files_with(
+        &self,
+        files: Vec<WriteEntry>,
+        opts: &WriteOptions,
+    ) -> Result<Vec<WriteInfo>> {
         if files.is_empty() {
             return Ok(Vec::new());
         }
         if !opts.metadata.is_empty() {
             self.conn.require(Feature::FileMetadata)?;
         }
-        let octet = self.conn.envd_version().supports(Feature::OctetStreamUpload) && !opts.force_multipart;
+        let octet = self
+            .conn
+            .envd_version()
+            .supports(Feature::OctetStreamUpload)
+            && !opts.force_multipart;
         if opts.gzip {
             self.conn.require(Feature::OctetStreamUpload)?;
             if opts.force_multipart {
                 return Err(FilesystemError::InvalidArgument {
-                    message: "gzip uploads use octet-stream bodies; do not force multipart with gzip".into(),
+                    message:
+                        "gzip uploads use octet-stream bodies; do not force multipart with gzip"
+                            .into(),
                 });
             }
         }
@@ -287,20 +344,32 @@ impl Filesystem {
         Ok(match data {
             WriteData::Bytes(b) => {
                 let len = b.len() as u64;
-                (Box::pin(futures::stream::once(async move { Ok(b) })), Some(len))
+                (
+                    Box::pin(futures::stream::once(async move { Ok(b) })),
+                    Some(len),
+                )
             }
             WriteData::Stream(s) => (s, None),
             WriteData::File(p) => {
-                let f = tokio::fs::File::open(&p).await?;
-                let len = f.metadata().await?.len();
-                (file_stream(f), Some(len))
+                let (f, len) = tokio::task::spawn_blocking(
+                    move || -> std::io::Result<(std::fs::File, u64)> {
+                        let f = std::fs::File::open(&p)?;
+                        let len = f.metadata()?.len();
+                        Ok((f, len))
+                    },
+                )
+                .await
+                .map_err(|e| FilesystemError::Io(std::io::Error::other(e.to_string())))??;
+                (Box::pin(local_io::read_file(f, len)), Some(len))
             }
         })
     }
 
     async fn upload_octet(&self, entry: WriteEntry, opts: &WriteOptions) -> Result<WriteInfo> {
         let (stream, len) = Self::entry_stream(entry.data).await?;
-        let mut req = self.upload_request(Some(&entry.path), opts).header("content-type", "application/octet-stream");
+        let mut req = self
+            .upload_request(Some(&entry.path), opts)
+            .header("content-type", "application/octet-stream");
         let body = if opts.gzip {
             req = req.header("content-encoding", "gzip");
             reqwest::Body::wrap_stream(gzip_stream(stream))
@@ -311,10 +380,16 @@ impl Filesystem {
             reqwest::Body::wrap_stream(stream)
         };
         let mut infos = self.send_upload(req.body(body)).await?;
-        infos.pop().ok_or_else(|| FilesystemError::Protocol("envd reported no written file".into()))
+        infos
+            .pop()
+            .ok_or_else(|| FilesystemError::Protocol("envd reported no written file".into()))
     }
 
-    async fn upload_multipart(&self, files: Vec<WriteEntry>, opts: &WriteOptions) -> Result<Vec<WriteInfo>> {
+    async fn upload_multipart(
+        &self,
+        files: Vec<WriteEntry>,
+        opts: &WriteOptions,
+    ) -> Result<Vec<WriteInfo>> {
         let single = (files.len() == 1).then(|| files[0].path.clone());
         let mut form = reqwest::multipart::Form::new();
         for f in files {
@@ -337,10 +412,13 @@ impl Filesystem {
     async fn send_upload(&self, req: reqwest::RequestBuilder) -> Result<Vec<WriteInfo>> {
         let resp = Self::check(req.send().await?).await?;
         let body = resp.bytes().await?;
-        let infos: Vec<WriteInfo> = serde_json::from_slice(&body)
-            .map_err(|e| FilesystemError::Protocol(format!("cannot parse the upload answer: {e}")))?;
+        let infos: Vec<WriteInfo> = serde_json::from_slice(&body).map_err(|e| {
+            FilesystemError::Protocol(format!("cannot parse the upload answer: {e}"))
+        })?;
         if infos.is_empty() {
-            return Err(FilesystemError::Protocol("envd reported no written file".into()));
+            return Err(FilesystemError::Protocol(
+                "envd reported no written file".into(),
+            ));
         }
         Ok(infos)
     }
@@ -352,9 +430,17 @@ impl Filesystem {
     /// Entries envd cannot type (dangling symlinks, devices) are left out, as the E2B SDKs do.
     pub async fn list(&self, path: &str, depth: u32) -> Result<Vec<EntryInfo>> {
         if depth < 1 {
-            return Err(FilesystemError::InvalidArgument { message: "depth should be at least 1".into() });
+            return Err(FilesystemError::InvalidArgument {
+                message: "depth should be at least 1".into(),
+            });
         }
-        let req = self.conn.request(pb::ListDirRequest { path: path.to_string(), depth }, &self.call_opts())?;
+        let req = self.conn.request(
+            pb::ListDirRequest {
+                path: path.to_string(),
+                depth,
+            },
+            &self.call_opts(),
+        )?;
         let resp = self.conn.filesystem().list_dir(req).await?.into_inner();
         Ok(resp
             .entries
@@ -375,14 +461,26 @@ impl Filesystem {
 
     /// Information about a path (`Stat`).
     pub async fn get_info(&self, path: &str) -> Result<EntryInfo> {
-        let req = self.conn.request(pb::StatRequest { path: path.to_string() }, &self.call_opts())?;
+        let req = self.conn.request(
+            pb::StatRequest {
+                path: path.to_string(),
+            },
+            &self.call_opts(),
+        )?;
         let resp = self.conn.filesystem().stat(req).await?.into_inner();
-        resp.entry.map(EntryInfo::from_pb).ok_or_else(|| FilesystemError::Protocol("Stat returned no entry".into()))
+        resp.entry
+            .map(EntryInfo::from_pb)
+            .ok_or_else(|| FilesystemError::Protocol("Stat returned no entry".into()))
     }
 
     /// Creates a directory and its parents. `Ok(false)` if it already exists.
     pub async fn make_dir(&self, path: &str) -> Result<bool> {
-        let req = self.conn.request(pb::MakeDirRequest { path: path.to_string() }, &self.call_opts())?;
+        let req = self.conn.request(
+            pb::MakeDirRequest {
+                path: path.to_string(),
+            },
+            &self.call_opts(),
+        )?;
         match self.conn.filesystem().make_dir(req).await {
             Ok(_) => Ok(true),
             Err(s) if s.code() == tonic::Code::AlreadyExists => Ok(false),
@@ -392,15 +490,25 @@ impl Filesystem {
 
     /// Renames (moves) a file or directory, creating the destination's parents.
     pub async fn rename(&self, old_path: &str, new_path: &str) -> Result<EntryInfo> {
-        let msg = pb::MoveRequest { source: old_path.to_string(), destination: new_path.to_string() };
+        let msg = pb::MoveRequest {
+            source: old_path.to_string(),
+            destination: new_path.to_string(),
+        };
         let req = self.conn.request(msg, &self.call_opts())?;
         let resp = self.conn.filesystem().r#move(req).await?.into_inner();
-        resp.entry.map(EntryInfo::from_pb).ok_or_else(|| FilesystemError::Protocol("Move returned no entry".into()))
+        resp.entry
+            .map(EntryInfo::from_pb)
+            .ok_or_else(|| FilesystemError::Protocol("Move returned no entry".into()))
     }
 
     /// Removes a file or a directory tree. Removing a missing path succeeds.
     pub async fn remove(&self, path: &str) -> Result<()> {
-        let req = self.conn.request(pb::RemoveRequest { path: path.to_string() }, &self.call_opts())?;
+        let req = self.conn.request(
+            pb::RemoveRequest {
+                path: path.to_string(),
+            },
+            &self.call_opts(),
+        )?;
         self.conn.filesystem().remove(req).await?;
         Ok(())
     }
@@ -444,17 +552,29 @@ impl Filesystem {
             params.push(("username", u.clone()));
         }
         if let Some(token) = self.conn.access_token() {
-            let expiration = opts
-                .expires_in
-                .map(|d| SystemTime::now().duration_since(UNIX_EPOCH).map(|n| (n + d).as_secs()).unwrap_or(0));
-            let sig = file_signature(path.unwrap_or(""), operation, user.as_deref().unwrap_or(""), token, expiration);
+            let expiration = opts.expires_in.map(|d| {
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|n| (n + d).as_secs())
+                    .unwrap_or(0)
+            });
+            let sig = file_signature(
+                path.unwrap_or(""),
+                operation,
+                user.as_deref().unwrap_or(""),
+                token,
+                expiration,
+            );
             params.push(("signature", sig));
             if let Some(e) = expiration {
                 params.push(("signature_expiration", e.to_string()));
             }
         }
-        let url = reqwest::Url::parse_with_params(&self.files_url(), &params)
-            .map_err(|e| FilesystemError::InvalidArgument { message: format!("cannot build a URL: {e}") })?;
+        let url = reqwest::Url::parse_with_params(&self.files_url(), &params).map_err(|e| {
+            FilesystemError::InvalidArgument {
+                message: format!("cannot build a URL: {e}"),
+            }
+        })?;
         Ok(url.to_string())
     }
 

@@ -168,7 +168,10 @@ pub struct WriteEntry {
 impl WriteEntry {
     /// A file with in-memory content.
     pub fn bytes(path: impl Into<String>, data: impl Into<Bytes>) -> Self {
-        Self { path: path.into(), data: WriteData::Bytes(data.into()) }
+        Self {
+            path: path.into(),
+            data: WriteData::Bytes(data.into()),
+        }
     }
 
     /// A file whose content is streamed.
@@ -176,12 +179,18 @@ impl WriteEntry {
     where
         S: Stream<Item = std::io::Result<Bytes>> + Send + 'static,
     {
-        Self { path: path.into(), data: WriteData::Stream(Box::pin(stream)) }
+        Self {
+            path: path.into(),
+            data: WriteData::Stream(Box::pin(stream)),
+        }
     }
 
     /// A file streamed from a local file.
     pub fn file(path: impl Into<String>, local: impl Into<PathBuf>) -> Self {
-        Self { path: path.into(), data: WriteData::File(local.into()) }
+        Self {
+            path: path.into(),
+            data: WriteData::File(local.into()),
+        }
     }
 }
 

@@ -26,12 +26,22 @@ impl WatchHandle {
     pub(crate) async fn start(mut inner: tonic::Streaming<WatchDirResponse>) -> Result<Self> {
         loop {
             match inner.message().await? {
-                Some(WatchDirResponse { event: Some(Event::Start(_)) }) => return Ok(Self { inner }),
-                Some(WatchDirResponse { event: Some(Event::Keepalive(_)) }) => continue,
+                Some(WatchDirResponse {
+                    event: Some(Event::Start(_)),
+                }) => return Ok(Self { inner }),
+                Some(WatchDirResponse {
+                    event: Some(Event::Keepalive(_)),
+                }) => continue,
                 Some(other) => {
-                    return Err(FilesystemError::Protocol(format!("expected a start event first, got {other:?}")));
+                    return Err(FilesystemError::Protocol(format!(
+                        "expected a start event first, got {other:?}"
+                    )));
                 }
-                None => return Err(FilesystemError::Protocol("the watch stream ended before it started".into())),
+                None => {
+                    return Err(FilesystemError::Protocol(
+                        "the watch stream ended before it started".into(),
+                    ));
+                }
             }
         }
     }
@@ -49,8 +59,12 @@ impl Stream for WatchHandle {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Ready(Some(Err(s))) => return Poll::Ready(Some(Err(s.into()))),
-                Poll::Ready(Some(Ok(WatchDirResponse { event: Some(Event::Filesystem(ev)) }))) => {
-                    let Some(event_type) = EventType::from_pb(ev.r#type) else { continue };
+                Poll::Ready(Some(Ok(WatchDirResponse {
+                    event: Some(Event::Filesystem(ev)),
+                }))) => {
+                    let Some(event_type) = EventType::from_pb(ev.r#type) else {
+                        continue;
+                    };
                     return Poll::Ready(Some(Ok(FilesystemEvent {
                         name: ev.name,
                         event_type,

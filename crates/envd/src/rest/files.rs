@@ -34,7 +34,9 @@ use crate::state::{State, User};
 
 /// The `/files` routes, merged into the REST router.
 pub(crate) fn router() -> Router<Arc<State>> {
-    Router::new().route("/files", get(download).post(upload)).route("/files/compose", post(compose))
+    Router::new()
+        .route("/files", get(download).post(upload))
+        .route("/files/compose", post(compose))
 }
 
 fn refuse((status, message): Refusal) -> Response<Body> {
@@ -44,14 +46,23 @@ fn refuse((status, message): Refusal) -> Response<Body> {
 fn query(req_uri: &http::Uri) -> Result<FilesQuery, Response<Body>> {
     match Query::<FilesQuery>::try_from_uri(req_uri) {
         Ok(Query(q)) => Ok(q),
-        Err(e) => Err(json_error(StatusCode::BAD_REQUEST, &format!("invalid query parameters: {e}"))),
+        Err(e) => Err(json_error(
+            StatusCode::BAD_REQUEST,
+            &format!("invalid query parameters: {e}"),
+        )),
     }
 }
 
 fn lookup_user(state: &State, name: Option<&str>) -> Result<User, Response<Body>> {
     state.resolve_user(name).map_err(|e| {
-        let shown = name.filter(|n| !n.is_empty()).map(str::to_string).unwrap_or_else(|| state.default_user_name());
-        json_error(StatusCode::UNAUTHORIZED, &format!("error looking up user '{shown}': {e}"))
+        let shown = name
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .unwrap_or_else(|| state.default_user_name());
+        json_error(
+            StatusCode::UNAUTHORIZED,
+            &format!("error looking up user '{shown}': {e}"),
+        )
     })
 }
 
@@ -62,10 +73,15 @@ fn resolve(state: &State, user: &User, path: &str) -> Result<PathBuf, Response<B
     })
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Response<Body>> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| json_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("file task failed: {e}")))
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Response<Body>> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("file task failed: {e}"),
+        )
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -73,7 +89,12 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 
 /// Parsed `Accept-Encoding`: the q-values of gzip and identity.
 fn accept_encoding(headers: &HeaderMap) -> (f32, f32) {
-    let Some(v) = headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()) else { return (0.0, 1.0) };
+    let Some(v) = headers
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return (0.0, 1.0);
+    };
     let (mut gzip, mut identity, mut star) = (None, None, None);
     for part in v.split(',') {
         let mut it = part.split(';');
@@ -83,7 +104,11 @@ fn accept_encoding(headers: &HeaderMap) -> (f32, f32) {
         }
         let mut q = 1.0f32;
         for p in it {
-            if let Some(val) = p.trim().strip_prefix("q=").or_else(|| p.trim().strip_prefix("Q=")) {
+            if let Some(val) = p
+                .trim()
+                .strip_prefix("q=")
+                .or_else(|| p.trim().strip_prefix("Q="))
+            {
                 q = val.trim().parse().unwrap_or(0.0);
             }
         }
@@ -94,26 +119,37 @@ fn accept_encoding(headers: &HeaderMap) -> (f32, f32) {
             _ => {}
         }
     }
-    (gzip.or(star).unwrap_or(0.0), identity.or(star).unwrap_or(1.0))
+    (
+        gzip.or(star).unwrap_or(0.0),
+        identity.or(star).unwrap_or(1.0),
+    )
 }
 
 /// A single `bytes=` range, resolved against `size`. `Ok(None)` = serve the whole file.
 fn parse_range(value: &str, size: u64) -> Result<Option<(u64, u64)>, ()> {
-    let Some(spec) = value.trim().strip_prefix("bytes=") else { return Ok(None) };
+    let Some(spec) = value.trim().strip_prefix("bytes=") else {
+        return Ok(None);
+    };
     if spec.contains(',') {
         return Ok(None);
     }
-    let Some((a, b)) = spec.trim().split_once('-') else { return Ok(None) };
+    let Some((a, b)) = spec.trim().split_once('-') else {
+        return Ok(None);
+    };
     let (a, b) = (a.trim(), b.trim());
     if a.is_empty() {
-        let Ok(n) = b.parse::<u64>() else { return Ok(None) };
+        let Ok(n) = b.parse::<u64>() else {
+            return Ok(None);
+        };
         if n == 0 {
             return Err(());
         }
         let n = n.min(size);
         return Ok(Some((size - n, size.saturating_sub(1))));
     }
-    let Ok(start) = a.parse::<u64>() else { return Ok(None) };
+    let Ok(start) = a.parse::<u64>() else {
+        return Ok(None);
+    };
     if start >= size {
         return Err(());
     }
@@ -131,7 +167,13 @@ fn parse_range(value: &str, size: u64) -> Result<Option<(u64, u64)>, ()> {
 fn content_disposition(name: &str) -> HeaderValue {
     let escaped: String = name
         .chars()
-        .map(|c| if c == '"' || c == '\\' || c.is_control() { '_' } else { c })
+        .map(|c| {
+            if c == '"' || c == '\\' || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
         .collect();
     HeaderValue::from_str(&format!("inline; filename=\"{escaped}\""))
         .unwrap_or_else(|_| HeaderValue::from_static("inline"))
@@ -143,7 +185,10 @@ async fn download(AxState(state): AxState<Arc<State>>, req: Request<Body>) -> Re
     }
 }
 
-async fn download_inner(state: &Arc<State>, req: Request<Body>) -> Result<Response<Body>, Response<Body>> {
+async fn download_inner(
+    state: &Arc<State>,
+    req: Request<Body>,
+) -> Result<Response<Body>, Response<Body>> {
     let q = query(req.uri())?;
     files_auth::check(state, req.headers(), &q, "read").map_err(refuse)?;
     let user = lookup_user(state, q.username.as_deref())?;
@@ -158,26 +203,46 @@ async fn download_inner(state: &Arc<State>, req: Request<Body>) -> Result<Respon
     let (file, meta) = match opened {
         Ok(v) => v,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(json_error(StatusCode::NOT_FOUND, &format!("path '{}' does not exist", shown.display())));
+            return Err(json_error(
+                StatusCode::NOT_FOUND,
+                &format!("path '{}' does not exist", shown.display()),
+            ));
         }
         Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
-            return Err(json_error(StatusCode::BAD_REQUEST, &format!("path '{}' is a directory", shown.display())));
+            return Err(json_error(
+                StatusCode::BAD_REQUEST,
+                &format!("path '{}' is a directory", shown.display()),
+            ));
         }
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-            return Err(json_error(StatusCode::FORBIDDEN, &format!("cannot read '{}': {e}", shown.display())));
+            return Err(json_error(
+                StatusCode::FORBIDDEN,
+                &format!("cannot read '{}': {e}", shown.display()),
+            ));
         }
-        Err(e) => return Err(json_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("cannot open '{}': {e}", shown.display()))),
+        Err(e) => {
+            return Err(json_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("cannot open '{}': {e}", shown.display()),
+            ));
+        }
     };
     if meta.is_dir() {
-        return Err(json_error(StatusCode::BAD_REQUEST, &format!("path '{}' is a directory", shown.display())));
+        return Err(json_error(
+            StatusCode::BAD_REQUEST,
+            &format!("path '{}' is a directory", shown.display()),
+        ));
     }
     let headers = req.headers();
     let size = meta.len();
     let name = crate::filesystem::entry::base_name(&shown);
-    let mime = mime_guess::from_path(&shown).first_raw().unwrap_or("application/octet-stream");
+    let mime = mime_guess::from_path(&shown)
+        .first_raw()
+        .unwrap_or("application/octet-stream");
     let (gzip_q, identity_q) = accept_encoding(headers);
     let range = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
-    let use_gzip = gzip_q > 0.0 && (gzip_q > identity_q || (gzip_q >= identity_q && range.is_none()));
+    let use_gzip =
+        gzip_q > 0.0 && (gzip_q > identity_q || (gzip_q >= identity_q && range.is_none()));
     if !use_gzip && identity_q <= 0.0 {
         return Err(json_error(
             StatusCode::NOT_ACCEPTABLE,
@@ -194,7 +259,10 @@ async fn download_inner(state: &Arc<State>, req: Request<Body>) -> Result<Respon
     let h = resp.headers_mut();
     h.insert(header::CONTENT_DISPOSITION, content_disposition(&name));
     h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_str(mime).unwrap_or(HeaderValue::from_static("application/octet-stream")));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(mime).unwrap_or(HeaderValue::from_static("application/octet-stream")),
+    );
     let modified = meta.modified().ok();
     if let Some(m) = modified
         && let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(m))
@@ -208,10 +276,20 @@ async fn download_inner(state: &Arc<State>, req: Request<Body>) -> Result<Respon
     }
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     if range.is_none()
-        && let (Some(m), Some(ims)) = (modified, headers.get(header::IF_MODIFIED_SINCE).and_then(|v| v.to_str().ok()))
+        && let (Some(m), Some(ims)) = (
+            modified,
+            headers
+                .get(header::IF_MODIFIED_SINCE)
+                .and_then(|v| v.to_str().ok()),
+        )
         && let Ok(ims) = httpdate::parse_http_date(ims)
-        && m.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(u64::MAX)
-            <= ims.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+        && m.duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(u64::MAX)
+            <= ims
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
     {
         *resp.status_mut() = StatusCode::NOT_MODIFIED;
         return Ok(resp);
@@ -225,7 +303,10 @@ async fn download_inner(state: &Arc<State>, req: Request<Body>) -> Result<Respon
             (start, end - start + 1)
         }
         Some(Err(())) => {
-            let mut r = json_error(StatusCode::RANGE_NOT_SATISFIABLE, &format!("range not satisfiable for a file of {size} bytes"));
+            let mut r = json_error(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                &format!("range not satisfiable for a file of {size} bytes"),
+            );
             if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
                 r.headers_mut().insert(header::CONTENT_RANGE, v);
             }
@@ -233,7 +314,8 @@ async fn download_inner(state: &Arc<State>, req: Request<Body>) -> Result<Respon
         }
         _ => (0, size),
     };
-    resp.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    resp.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     *resp.body_mut() = Body::from_stream(files_io::read_stream(file, offset, len));
     Ok(resp)
 }
@@ -253,7 +335,10 @@ impl UploadError {
     fn io(e: &io::Error, what: &str) -> Self {
         let code = e.raw_os_error();
         if code == Some(libc::ENOSPC) || code == Some(libc::EDQUOT) {
-            return Self(StatusCode::INSUFFICIENT_STORAGE, format!("not enough disk space available: {what}: {e}"));
+            return Self(
+                StatusCode::INSUFFICIENT_STORAGE,
+                format!("not enough disk space available: {what}: {e}"),
+            );
         }
         if e.kind() == io::ErrorKind::InvalidData && e.to_string().starts_with(GZIP_ERROR_PREFIX) {
             return Self::bad(format!("{e}"));
@@ -278,25 +363,37 @@ fn parse_metadata(headers: &HeaderMap) -> Result<Vec<(String, String)>, UploadEr
     let mut out: Vec<(String, String)> = Vec::new();
     let mut total = 0usize;
     for name in headers.keys() {
-        let Some(key) = name.as_str().strip_prefix("x-metadata-") else { continue };
+        let Some(key) = name.as_str().strip_prefix("x-metadata-") else {
+            continue;
+        };
         if out.iter().any(|(k, _)| k == key) {
             continue;
         }
-        let Some(value) = headers.get(name) else { continue };
+        let Some(value) = headers.get(name) else {
+            continue;
+        };
         let printable = |b: &[u8]| b.iter().all(|c| (0x20..=0x7e).contains(c));
         if key.is_empty() || !printable(key.as_bytes()) {
-            return Err(UploadError::bad(format!("invalid metadata key '{key}': keys must be non-empty printable ASCII")));
+            return Err(UploadError::bad(format!(
+                "invalid metadata key '{key}': keys must be non-empty printable ASCII"
+            )));
         }
         if key.len() > 246 {
-            return Err(UploadError::bad(format!("metadata key '{key}' is longer than 246 bytes")));
+            return Err(UploadError::bad(format!(
+                "metadata key '{key}' is longer than 246 bytes"
+            )));
         }
         if !printable(value.as_bytes()) {
-            return Err(UploadError::bad(format!("invalid value for metadata key '{key}': values must be printable ASCII")));
+            return Err(UploadError::bad(format!(
+                "invalid value for metadata key '{key}': values must be printable ASCII"
+            )));
         }
         let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
         total += key.len() + value.len();
         if total > 4096 {
-            return Err(UploadError::bad("metadata is larger than 4096 bytes in total"));
+            return Err(UploadError::bad(
+                "metadata is larger than 4096 bytes in total",
+            ));
         }
         out.push((key.to_string(), value));
     }
@@ -317,7 +414,12 @@ struct Uploaded {
 fn temp_name() -> String {
     use std::hash::{BuildHasher as _, Hasher as _};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
     format!("{UPLOAD_TMP_PREFIX}{:016x}.part", h.finish())
 }
 
@@ -333,12 +435,19 @@ struct Staged {
 /// existing target's permissions) and chowns it to the user, before any byte is written.
 fn stage(state: &State, user: &User, target: &Path) -> Result<Staged, UploadError> {
     let parent = target.parent().unwrap_or(Path::new("/"));
-    make_dirs(state, user, parent)
-        .map_err(|e| UploadError::bad(format!("error creating directory '{}': {e}", parent.display())))?;
+    make_dirs(state, user, parent).map_err(|e| {
+        UploadError::bad(format!(
+            "error creating directory '{}': {e}",
+            parent.display()
+        ))
+    })?;
     let existing = std::fs::metadata(target).ok();
     if let Some(m) = &existing {
         if m.is_dir() {
-            return Err(UploadError::bad(format!("path '{}' is a directory", target.display())));
+            return Err(UploadError::bad(format!(
+                "path '{}' is a directory",
+                target.display()
+            )));
         }
         if !m.is_file() {
             let file = std::fs::OpenOptions::new()
@@ -355,11 +464,21 @@ fn stage(state: &State, user: &User, target: &Path) -> Result<Staged, UploadErro
         .create_new(true)
         .mode(0o666)
         .open(&temp)
-        .map_err(|e| UploadError::io(&e, &format!("cannot create a file in '{}'", parent.display())))?;
-    let staged = Staged { file, temp: Some(temp.clone()) };
+        .map_err(|e| {
+            UploadError::io(
+                &e,
+                &format!("cannot create a file in '{}'", parent.display()),
+            )
+        })?;
+    let staged = Staged {
+        file,
+        temp: Some(temp.clone()),
+    };
     let fix = || -> io::Result<()> {
         if let Some(m) = &existing {
-            staged.file.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777))?;
+            staged
+                .file
+                .set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777))?;
         }
         if state.is_root() {
             std::os::unix::fs::fchown(&staged.file, Some(user.uid), Some(user.gid))?;
@@ -368,13 +487,20 @@ fn stage(state: &State, user: &User, target: &Path) -> Result<Staged, UploadErro
     };
     if let Err(e) = fix() {
         let _ = std::fs::remove_file(&temp);
-        return Err(UploadError::io(&e, &format!("cannot set the owner of '{}'", target.display())));
+        return Err(UploadError::io(
+            &e,
+            &format!("cannot set the owner of '{}'", target.display()),
+        ));
     }
     Ok(staged)
 }
 
 /// Sets the metadata xattrs on the written file and renames it into place.
-fn commit(temp: Option<&Path>, target: &Path, metadata: &[(String, String)]) -> Result<HashMap<String, String>, UploadError> {
+fn commit(
+    temp: Option<&Path>,
+    target: &Path,
+    metadata: &[(String, String)],
+) -> Result<HashMap<String, String>, UploadError> {
     let written = temp.unwrap_or(target);
     let result = (|| {
         if temp.is_none() {
@@ -389,11 +515,22 @@ fn commit(temp: Option<&Path>, target: &Path, metadata: &[(String, String)]) -> 
             }
         }
         for (k, v) in metadata {
-            xattr::set_deref(written, format!("{METADATA_PREFIX}{k}"), v.as_bytes())
-                .map_err(|e| UploadError::io(&e, &format!("cannot store metadata on '{}'", target.display())))?;
+            xattr::set_deref(written, format!("{METADATA_PREFIX}{k}"), v.as_bytes()).map_err(
+                |e| {
+                    UploadError::io(
+                        &e,
+                        &format!("cannot store metadata on '{}'", target.display()),
+                    )
+                },
+            )?;
         }
         if let Some(t) = temp {
-            std::fs::rename(t, target).map_err(|e| UploadError::io(&e, &format!("cannot move the upload to '{}'", target.display())))?;
+            std::fs::rename(t, target).map_err(|e| {
+                UploadError::io(
+                    &e,
+                    &format!("cannot move the upload to '{}'", target.display()),
+                )
+            })?;
         }
         Ok(metadata.iter().cloned().collect())
     })();
@@ -419,7 +556,12 @@ where
     let (st, u, t) = (state.clone(), user.clone(), target.clone());
     let staged = tokio::task::spawn_blocking(move || stage(&st, &u, &t))
         .await
-        .map_err(|e| UploadError(StatusCode::INTERNAL_SERVER_ERROR, format!("upload task failed: {e}")))??;
+        .map_err(|e| {
+            UploadError(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("upload task failed: {e}"),
+            )
+        })??;
     let temp = staged.temp.clone();
     let cleanup = |temp: &Option<PathBuf>| {
         if let Some(t) = temp {
@@ -449,13 +591,21 @@ where
     }
     if let Err(e) = written {
         cleanup(&temp);
-        return Err(UploadError::io(&e, &format!("error writing '{}'", target.display())));
+        return Err(UploadError::io(
+            &e,
+            &format!("error writing '{}'", target.display()),
+        ));
     }
     let md = metadata.to_vec();
     let t = target.clone();
     let meta = tokio::task::spawn_blocking(move || commit(temp.as_deref(), &t, &md))
         .await
-        .map_err(|e| UploadError(StatusCode::INTERNAL_SERVER_ERROR, format!("upload task failed: {e}")))??;
+        .map_err(|e| {
+            UploadError(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("upload task failed: {e}"),
+            )
+        })??;
     Ok(Uploaded {
         name: crate::filesystem::entry::base_name(&target),
         path: target.to_string_lossy().into_owned(),
@@ -472,13 +622,20 @@ async fn upload(AxState(state): AxState<Arc<State>>, req: Request<Body>) -> Resp
     }
 }
 
-async fn upload_inner(state: &Arc<State>, req: Request<Body>) -> Result<Response<Body>, Response<Body>> {
+async fn upload_inner(
+    state: &Arc<State>,
+    req: Request<Body>,
+) -> Result<Response<Body>, Response<Body>> {
     let q = query(req.uri())?;
     files_auth::check(state, req.headers(), &q, "write").map_err(refuse)?;
     let user = lookup_user(state, q.username.as_deref())?;
     let metadata = parse_metadata(req.headers()).map_err(|e| e.response())?;
     let (parts, body) = req.into_parts();
-    let gzip = match parts.headers.get(header::CONTENT_ENCODING).map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase()) {
+    let gzip = match parts
+        .headers
+        .get(header::CONTENT_ENCODING)
+        .map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase())
+    {
         None => false,
         Some(v) if v.is_empty() || v == "identity" => false,
         Some(v) if v == "gzip" || v == "x-gzip" => true,
@@ -489,21 +646,48 @@ async fn upload_inner(state: &Arc<State>, req: Request<Body>) -> Result<Response
             ));
         }
     };
-    let raw = body.into_data_stream().map(|r| r.map_err(|e| io::Error::other(format!("reading the request body failed: {e}"))));
-    let stream: BodyStream = if gzip { Box::pin(files_io::gunzip(raw)) } else { Box::pin(raw) };
-    let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    let mime = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let raw = body
+        .into_data_stream()
+        .map(|r| r.map_err(|e| io::Error::other(format!("reading the request body failed: {e}"))));
+    let stream: BodyStream = if gzip {
+        Box::pin(files_io::gunzip(raw))
+    } else {
+        Box::pin(raw)
+    };
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let mime = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     let path_param = q.path.clone().filter(|p| !p.is_empty());
     let mut results: Vec<Uploaded> = Vec::new();
     if mime == "application/octet-stream" {
         let Some(p) = path_param else {
-            return Err(json_error(StatusCode::BAD_REQUEST, "path query parameter is required for raw body upload"));
+            return Err(json_error(
+                StatusCode::BAD_REQUEST,
+                "path query parameter is required for raw body upload",
+            ));
         };
         let target = resolve(state, &user, &p)?;
-        results.push(write_one(state, &user, target, stream, &metadata).await.map_err(|e| e.response())?);
+        results.push(
+            write_one(state, &user, target, stream, &metadata)
+                .await
+                .map_err(|e| e.response())?,
+        );
     } else if mime.starts_with("multipart/") {
-        let boundary = multer::parse_boundary(&content_type)
-            .map_err(|e| json_error(StatusCode::BAD_REQUEST, &format!("invalid multipart Content-Type: {e}")))?;
+        let boundary = multer::parse_boundary(&content_type).map_err(|e| {
+            json_error(
+                StatusCode::BAD_REQUEST,
+                &format!("invalid multipart Content-Type: {e}"),
+            )
+        })?;
         let mut multipart = multer::Multipart::new(stream, boundary);
         let mut seen = HashSet::new();
         loop {
@@ -515,14 +699,24 @@ async fn upload_inner(state: &Arc<State>, req: Request<Body>) -> Result<Response
             if field.name() != Some("file") {
                 continue;
             }
-            let Some(p) = path_param.clone().or_else(|| field.file_name().map(str::to_string)).filter(|p| !p.is_empty()) else {
-                return Err(json_error(StatusCode::BAD_REQUEST, "a 'file' part has no filename and no path parameter was given"));
+            let Some(p) = path_param
+                .clone()
+                .or_else(|| field.file_name().map(str::to_string))
+                .filter(|p| !p.is_empty())
+            else {
+                return Err(json_error(
+                    StatusCode::BAD_REQUEST,
+                    "a 'file' part has no filename and no path parameter was given",
+                ));
             };
             let target = resolve(state, &user, &p)?;
             if !seen.insert(target.clone()) {
                 return Err(json_error(
                     StatusCode::BAD_REQUEST,
-                    &format!("cannot upload the same file twice in one request: '{}'", target.display()),
+                    &format!(
+                        "cannot upload the same file twice in one request: '{}'",
+                        target.display()
+                    ),
                 ));
             }
             let chunks = futures::stream::unfold(field, |mut f| async move {
@@ -532,20 +726,32 @@ async fn upload_inner(state: &Arc<State>, req: Request<Body>) -> Result<Response
                     Err(e) => Some((Err(io::Error::other(multipart_message(&e))), f)),
                 }
             });
-            let done = write_one(state, &user, target, chunks, &metadata).await.map_err(|e| e.response())?;
+            let done = write_one(state, &user, target, chunks, &metadata)
+                .await
+                .map_err(|e| e.response())?;
             results.push(done);
         }
         if results.is_empty() {
-            return Err(json_error(StatusCode::BAD_REQUEST, "the multipart body has no part named 'file'"));
+            return Err(json_error(
+                StatusCode::BAD_REQUEST,
+                "the multipart body has no part named 'file'",
+            ));
         }
     } else {
         return Err(json_error(
             StatusCode::BAD_REQUEST,
-            &format!("unsupported content type '{mime}': use multipart/form-data or application/octet-stream"),
+            &format!(
+                "unsupported content type '{mime}': use multipart/form-data or application/octet-stream"
+            ),
         ));
     }
-    let mut resp = Response::new(Body::from(serde_json::to_string(&results).unwrap_or_else(|_| "[]".into())));
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let mut resp = Response::new(Body::from(
+        serde_json::to_string(&results).unwrap_or_else(|_| "[]".into()),
+    ));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     Ok(resp)
 }
 
@@ -553,7 +759,8 @@ fn multipart_message(e: &multer::Error) -> String {
     match e {
         multer::Error::StreamReadFailed(inner) => {
             let s = inner.to_string();
-            if s.starts_with(GZIP_ERROR_PREFIX) || s.starts_with("reading the request body failed") {
+            if s.starts_with(GZIP_ERROR_PREFIX) || s.starts_with("reading the request body failed")
+            {
                 s
             } else {
                 format!("reading the request body failed: {s}")
@@ -586,14 +793,24 @@ async fn compose(AxState(state): AxState<Arc<State>>, req: Request<Body>) -> Res
     }
 }
 
-async fn compose_inner(state: &Arc<State>, req: Request<Body>) -> Result<Response<Body>, Response<Body>> {
+async fn compose_inner(
+    state: &Arc<State>,
+    req: Request<Body>,
+) -> Result<Response<Body>, Response<Body>> {
     let mut q = query(req.uri())?;
     let (parts, body) = req.into_parts();
-    let bytes = axum::body::to_bytes(body, 1 << 20)
-        .await
-        .map_err(|e| json_error(StatusCode::BAD_REQUEST, &format!("reading the request body failed: {e}")))?;
-    let parsed: ComposeBody = serde_json::from_slice(&bytes)
-        .map_err(|e| json_error(StatusCode::BAD_REQUEST, &format!("invalid compose body: {e}")))?;
+    let bytes = axum::body::to_bytes(body, 1 << 20).await.map_err(|e| {
+        json_error(
+            StatusCode::BAD_REQUEST,
+            &format!("reading the request body failed: {e}"),
+        )
+    })?;
+    let parsed: ComposeBody = serde_json::from_slice(&bytes).map_err(|e| {
+        json_error(
+            StatusCode::BAD_REQUEST,
+            &format!("invalid compose body: {e}"),
+        )
+    })?;
     if q.path.is_none() {
         q.path = Some(parsed.destination.clone());
     }
@@ -602,10 +819,16 @@ async fn compose_inner(state: &Arc<State>, req: Request<Body>) -> Result<Respons
     }
     files_auth::check(state, &parts.headers, &q, "write").map_err(refuse)?;
     if parsed.source_paths.is_empty() {
-        return Err(json_error(StatusCode::BAD_REQUEST, "source_paths must not be empty"));
+        return Err(json_error(
+            StatusCode::BAD_REQUEST,
+            "source_paths must not be empty",
+        ));
     }
     if parsed.destination.is_empty() {
-        return Err(json_error(StatusCode::BAD_REQUEST, "destination must not be empty"));
+        return Err(json_error(
+            StatusCode::BAD_REQUEST,
+            "destination must not be empty",
+        ));
     }
     let user = lookup_user(state, parsed.username.as_deref())?;
     let mut sources = Vec::new();
@@ -614,8 +837,18 @@ async fn compose_inner(state: &Arc<State>, req: Request<Body>) -> Result<Respons
         let meta = std::fs::metadata(&p);
         match meta {
             Ok(m) if m.is_file() => sources.push(p),
-            Ok(_) => return Err(json_error(StatusCode::BAD_REQUEST, &format!("source '{}' is not a regular file", p.display()))),
-            Err(_) => return Err(json_error(StatusCode::NOT_FOUND, &format!("source '{}' does not exist", p.display()))),
+            Ok(_) => {
+                return Err(json_error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("source '{}' is not a regular file", p.display()),
+                ));
+            }
+            Err(_) => {
+                return Err(json_error(
+                    StatusCode::NOT_FOUND,
+                    &format!("source '{}' does not exist", p.display()),
+                ));
+            }
         }
     }
     let destination = resolve(state, &user, &parsed.destination)?;
@@ -626,9 +859,17 @@ async fn compose_inner(state: &Arc<State>, req: Request<Body>) -> Result<Respons
             .collect::<io::Result<Vec<_>>>()
     })
     .await?
-    .map_err(|e| json_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("cannot open a source file: {e}")))?;
-    let chunks = futures::stream::iter(opened).flat_map(|(f, len)| files_io::read_stream(f, 0, len));
-    write_one(state, &user, destination.clone(), chunks, &[]).await.map_err(|e| e.response())?;
+    .map_err(|e| {
+        json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("cannot open a source file: {e}"),
+        )
+    })?;
+    let chunks =
+        futures::stream::iter(opened).flat_map(|(f, len)| files_io::read_stream(f, 0, len));
+    write_one(state, &user, destination.clone(), chunks, &[])
+        .await
+        .map_err(|e| e.response())?;
     let dest = destination.clone();
     let entry = blocking(move || {
         for s in &sources {
@@ -639,7 +880,12 @@ async fn compose_inner(state: &Arc<State>, req: Request<Body>) -> Result<Respons
         entry_info(&dest, &dest)
     })
     .await?
-    .map_err(|e| json_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("cannot stat '{}': {e}", destination.display())))?;
+    .map_err(|e| {
+        json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("cannot stat '{}': {e}", destination.display()),
+        )
+    })?;
     let body = serde_json::json!({
         "path": entry.path,
         "name": entry.name,
@@ -651,7 +897,10 @@ async fn compose_inner(state: &Arc<State>, req: Request<Body>) -> Result<Respons
         "group": entry.group,
     });
     let mut resp = Response::new(Body::from(body.to_string()));
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     Ok(resp)
 }
 
@@ -673,9 +922,15 @@ mod tests {
     fn encodings() {
         let mut h = HeaderMap::new();
         assert_eq!(accept_encoding(&h), (0.0, 1.0));
-        h.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip, deflate"));
+        h.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("gzip, deflate"),
+        );
         assert_eq!(accept_encoding(&h), (1.0, 1.0));
-        h.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip;q=0.5, identity;q=0"));
+        h.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("gzip;q=0.5, identity;q=0"),
+        );
         assert_eq!(accept_encoding(&h), (0.5, 0.0));
         h.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("*;q=0"));
         assert_eq!(accept_encoding(&h), (0.0, 0.0));

@@ -19,26 +19,44 @@ pub(crate) struct FilesQuery {
 pub(crate) type Refusal = (http::StatusCode, String);
 
 /// `"v1_" + base64_std_nopad(sha256("<path>:<operation>:<username>:<token>[:<expiration>]"))`.
-pub(crate) fn signature(path: &str, operation: &str, username: &str, token: &str, expiration: Option<i64>) -> String {
+pub(crate) fn signature(
+    path: &str,
+    operation: &str,
+    username: &str,
+    token: &str,
+    expiration: Option<i64>,
+) -> String {
     let mut payload = format!("{path}:{operation}:{username}:{token}");
     if let Some(exp) = expiration {
         payload.push(':');
         payload.push_str(&exp.to_string());
     }
     let digest = sha2::Sha256::digest(payload.as_bytes());
-    format!("v1_{}", base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest))
+    format!(
+        "v1_{}",
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest)
+    )
 }
 
 /// Checks the token or signature for `operation` (`read` or `write`) over the raw `path`
 /// parameter.
-pub(crate) fn check(state: &State, headers: &http::HeaderMap, q: &FilesQuery, operation: &str) -> Result<(), Refusal> {
+pub(crate) fn check(
+    state: &State,
+    headers: &http::HeaderMap,
+    q: &FilesQuery,
+    operation: &str,
+) -> Result<(), Refusal> {
     let unauthorized = |m: &str| (http::StatusCode::UNAUTHORIZED, m.to_string());
-    let Some(token) = state.access_token() else { return Ok(()) };
+    let Some(token) = state.access_token() else {
+        return Ok(());
+    };
     if let Some(given) = headers.get(ACCESS_TOKEN_HEADER) {
         return if constant_time_eq(given.as_bytes(), token.as_bytes()) {
             Ok(())
         } else {
-            Err(unauthorized("access token present in header but does not match"))
+            Err(unauthorized(
+                "access token present in header but does not match",
+            ))
         };
     }
     let Some(sig) = q.signature.as_deref().filter(|s| !s.is_empty()) else {
@@ -51,7 +69,9 @@ pub(crate) fn check(state: &State, headers: &http::HeaderMap, q: &FilesQuery, op
             Err(_) => {
                 return Err((
                     http::StatusCode::BAD_REQUEST,
-                    format!("invalid format for parameter signature_expiration: '{s}' is not a unix timestamp in seconds"),
+                    format!(
+                        "invalid format for parameter signature_expiration: '{s}' is not a unix timestamp in seconds"
+                    ),
                 ));
             }
         },
