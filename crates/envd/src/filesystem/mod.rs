@@ -17,10 +17,10 @@ use std::time::Duration;
 use e2b_envd_proto::filesystem::filesystem_server::Filesystem;
 use e2b_envd_proto::filesystem::watch_dir_response::{Event, KeepAlive, StartEvent};
 use e2b_envd_proto::filesystem::{
-    CreateWatcherRequest, CreateWatcherResponse, EntryInfo, GetWatcherEventsRequest, GetWatcherEventsResponse,
-    ListDirRequest, ListDirResponse, MakeDirRequest, MakeDirResponse, MoveRequest, MoveResponse, RemoveRequest,
-    RemoveResponse, RemoveWatcherRequest, RemoveWatcherResponse, StatRequest, StatResponse, WatchDirRequest,
-    WatchDirResponse,
+    CreateWatcherRequest, CreateWatcherResponse, EntryInfo, GetWatcherEventsRequest,
+    GetWatcherEventsResponse, ListDirRequest, ListDirResponse, MakeDirRequest, MakeDirResponse,
+    MoveRequest, MoveResponse, RemoveRequest, RemoveResponse, RemoveWatcherRequest,
+    RemoveWatcherResponse, StatRequest, StatResponse, WatchDirRequest, WatchDirResponse,
 };
 use futures::Stream;
 use tonic::{Request, Response, Status};
@@ -42,11 +42,16 @@ pub(crate) struct FilesystemService {
 
 impl FilesystemService {
     pub(crate) fn new(state: Arc<State>) -> Self {
-        Self { state, watchers: Arc::new(Mutex::new(HashMap::new())) }
+        Self {
+            state,
+            watchers: Arc::new(Mutex::new(HashMap::new())),
+        }
     }
 
     fn user<T>(&self, req: &Request<T>) -> Result<User, Status> {
-        self.state.user_from_headers(&req.metadata().clone().into_headers()).map_err(Status::unauthenticated)
+        self.state
+            .user_from_headers(&req.metadata().clone().into_headers())
+            .map_err(Status::unauthenticated)
     }
 
     fn resolve(&self, user: &User, path: &str) -> Result<PathBuf, Status> {
@@ -62,7 +67,14 @@ impl FilesystemService {
 
     /// envd's watch validation: the path must exist, be a directory, and (unless allowed) not
     /// sit on a network or FUSE filesystem.
-    async fn watch_spec(&self, user: &User, path: &str, recursive: bool, include_entry: bool, allow_network_mounts: bool) -> Result<WatchSpec, Status> {
+    async fn watch_spec(
+        &self,
+        user: &User,
+        path: &str,
+        recursive: bool,
+        include_entry: bool,
+        allow_network_mounts: bool,
+    ) -> Result<WatchSpec, Status> {
         let resolved = self.resolve(user, path)?;
         blocking(move || {
             let meta = std::fs::metadata(&resolved).map_err(|e| io_status(&e, &resolved, "path not found"))?;
@@ -82,25 +94,37 @@ impl FilesystemService {
 }
 
 /// Runs blocking filesystem work off the async threads.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Status> + Send + 'static) -> Result<T, Status> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| Err(Status::internal(format!("filesystem task failed: {e}"))))
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Status> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(Status::internal(format!("filesystem task failed: {e}"))))
 }
 
 /// Maps an I/O error to envd's codes: missing → `not_found` with `what`, else `internal`.
 fn io_status(e: &io::Error, path: &Path, what: &str) -> Status {
     match e.kind() {
         io::ErrorKind::NotFound => Status::not_found(format!("{what}: {}", path.display())),
-        io::ErrorKind::PermissionDenied => Status::permission_denied(format!("{}: {e}", path.display())),
-        _ if e.raw_os_error() == Some(libc::ELOOP) => {
-            Status::failed_precondition(format!("cyclic symlink or too many symlinks: {}", path.display()))
+        io::ErrorKind::PermissionDenied => {
+            Status::permission_denied(format!("{}: {e}", path.display()))
         }
+        _ if e.raw_os_error() == Some(libc::ELOOP) => Status::failed_precondition(format!(
+            "cyclic symlink or too many symlinks: {}",
+            path.display()
+        )),
         _ => Status::internal(format!("{}: {e}", path.display())),
     }
 }
 
 fn random_id() -> String {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
     format!("{:016x}", h.finish())
 }
 
@@ -117,13 +141,29 @@ fn keepalive_interval(md: &tonic::metadata::MetadataMap, default: Duration) -> D
 /// Lists `root` (already resolved, a directory) down to `depth` levels: lexical depth-first
 /// pre-order, root excluded, symlinks listed but not followed. Paths are reported under
 /// `display_root`.
-fn walk(root: &Path, display_root: &Path, depth: u32, out: &mut Vec<EntryInfo>) -> Result<(), Status> {
-    fn visit(dir: &Path, display: &Path, level: u32, depth: u32, out: &mut Vec<EntryInfo>) -> Result<(), Status> {
+fn walk(
+    root: &Path,
+    display_root: &Path,
+    depth: u32,
+    out: &mut Vec<EntryInfo>,
+) -> Result<(), Status> {
+    fn visit(
+        dir: &Path,
+        display: &Path,
+        level: u32,
+        depth: u32,
+        out: &mut Vec<EntryInfo>,
+    ) -> Result<(), Status> {
         let rd = match std::fs::read_dir(dir) {
             Ok(rd) => rd,
             // Vanished mid-walk: skip, as envd does.
             Err(e) if e.kind() == io::ErrorKind::NotFound && level > 1 => return Ok(()),
-            Err(e) => return Err(Status::internal(format!("error reading directory {}: {e}", dir.display()))),
+            Err(e) => {
+                return Err(Status::internal(format!(
+                    "error reading directory {}: {e}",
+                    dir.display()
+                )));
+            }
         };
         let mut names: Vec<_> = rd.filter_map(Result::ok).map(|e| e.file_name()).collect();
         names.sort_by(|a, b| a.as_encoded_bytes().cmp(b.as_encoded_bytes()));
@@ -149,18 +189,27 @@ impl Filesystem for FilesystemService {
     async fn stat(&self, request: Request<StatRequest>) -> Result<Response<StatResponse>, Status> {
         let user = self.user(&request)?;
         let path = self.resolve(&user, &request.get_ref().path)?;
-        let entry = blocking(move || entry_info(&path, &path).map_err(|e| io_status(&e, &path, "file not found"))).await?;
+        let entry = blocking(move || {
+            entry_info(&path, &path).map_err(|e| io_status(&e, &path, "file not found"))
+        })
+        .await?;
         Ok(Response::new(StatResponse { entry: Some(entry) }))
     }
 
-    async fn make_dir(&self, request: Request<MakeDirRequest>) -> Result<Response<MakeDirResponse>, Status> {
+    async fn make_dir(
+        &self,
+        request: Request<MakeDirRequest>,
+    ) -> Result<Response<MakeDirResponse>, Status> {
         let user = self.user(&request)?;
         let path = self.resolve(&user, &request.get_ref().path)?;
         let state = self.state.clone();
         let entry = blocking(move || {
             match std::fs::metadata(&path) {
                 Ok(m) if m.is_dir() => {
-                    return Err(Status::already_exists(format!("directory already exists: {}", path.display())));
+                    return Err(Status::already_exists(format!(
+                        "directory already exists: {}",
+                        path.display()
+                    )));
                 }
                 Ok(_) => {
                     return Err(Status::invalid_argument(format!(
@@ -171,10 +220,12 @@ impl Filesystem for FilesystemService {
                 Err(_) => {}
             }
             make_dirs(&state, &user, &path).map_err(|e| match e.kind() {
-                io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory => Status::invalid_argument(format!(
-                    "error creating directory {}: a parent exists and is not a directory",
-                    path.display()
-                )),
+                io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory => {
+                    Status::invalid_argument(format!(
+                        "error creating directory {}: a parent exists and is not a directory",
+                        path.display()
+                    ))
+                }
                 _ => Status::internal(format!("error creating directory {}: {e}", path.display())),
             })?;
             entry_info(&path, &path).map_err(|e| io_status(&e, &path, "directory not found"))
@@ -183,7 +234,10 @@ impl Filesystem for FilesystemService {
         Ok(Response::new(MakeDirResponse { entry: Some(entry) }))
     }
 
-    async fn r#move(&self, request: Request<MoveRequest>) -> Result<Response<MoveResponse>, Status> {
+    async fn r#move(
+        &self,
+        request: Request<MoveRequest>,
+    ) -> Result<Response<MoveResponse>, Status> {
         let user = self.user(&request)?;
         let source = self.resolve(&user, &request.get_ref().source)?;
         let destination = self.resolve(&user, &request.get_ref().destination)?;
@@ -193,27 +247,44 @@ impl Filesystem for FilesystemService {
                 return Err(io_status(&e, &source, "source file not found"));
             }
             if let Some(parent) = destination.parent() {
-                make_dirs(&state, &user, parent)
-                    .map_err(|e| Status::internal(format!("error creating parent directory of {}: {e}", destination.display())))?;
+                make_dirs(&state, &user, parent).map_err(|e| {
+                    Status::internal(format!(
+                        "error creating parent directory of {}: {e}",
+                        destination.display()
+                    ))
+                })?;
             }
             std::fs::rename(&source, &destination).map_err(|e| {
-                Status::internal(format!("error renaming {} to {}: {e}", source.display(), destination.display()))
+                Status::internal(format!(
+                    "error renaming {} to {}: {e}",
+                    source.display(),
+                    destination.display()
+                ))
             })?;
-            entry_info(&destination, &destination).map_err(|e| io_status(&e, &destination, "file not found"))
+            entry_info(&destination, &destination)
+                .map_err(|e| io_status(&e, &destination, "file not found"))
         })
         .await?;
         Ok(Response::new(MoveResponse { entry: Some(entry) }))
     }
 
-    async fn list_dir(&self, request: Request<ListDirRequest>) -> Result<Response<ListDirResponse>, Status> {
+    async fn list_dir(
+        &self,
+        request: Request<ListDirRequest>,
+    ) -> Result<Response<ListDirResponse>, Status> {
         let user = self.user(&request)?;
         let requested = self.resolve(&user, &request.get_ref().path)?;
         let depth = request.get_ref().depth.max(1);
         let entries = blocking(move || {
-            let real = std::fs::canonicalize(&requested).map_err(|e| io_status(&e, &requested, "path not found"))?;
-            let meta = std::fs::metadata(&real).map_err(|e| io_status(&e, &requested, "path not found"))?;
+            let real = std::fs::canonicalize(&requested)
+                .map_err(|e| io_status(&e, &requested, "path not found"))?;
+            let meta = std::fs::metadata(&real)
+                .map_err(|e| io_status(&e, &requested, "path not found"))?;
             if !meta.is_dir() {
-                return Err(Status::invalid_argument(format!("path is not a directory: {}", requested.display())));
+                return Err(Status::invalid_argument(format!(
+                    "path is not a directory: {}",
+                    requested.display()
+                )));
             }
             let mut out = Vec::new();
             walk(&real, &requested, depth, &mut out)?;
@@ -223,7 +294,10 @@ impl Filesystem for FilesystemService {
         Ok(Response::new(ListDirResponse { entries }))
     }
 
-    async fn remove(&self, request: Request<RemoveRequest>) -> Result<Response<RemoveResponse>, Status> {
+    async fn remove(
+        &self,
+        request: Request<RemoveRequest>,
+    ) -> Result<Response<RemoveResponse>, Status> {
         let user = self.user(&request)?;
         let path = self.resolve(&user, &request.get_ref().path)?;
         blocking(move || {
@@ -236,7 +310,10 @@ impl Filesystem for FilesystemService {
             match result {
                 Ok(()) => Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(Status::internal(format!("error removing {}: {e}", path.display()))),
+                Err(e) => Err(Status::internal(format!(
+                    "error removing {}: {e}",
+                    path.display()
+                ))),
             }
         })
         .await?;
@@ -245,27 +322,51 @@ impl Filesystem for FilesystemService {
 
     type WatchDirStream = WatchStream;
 
-    async fn watch_dir(&self, request: Request<WatchDirRequest>) -> Result<Response<Self::WatchDirStream>, Status> {
+    async fn watch_dir(
+        &self,
+        request: Request<WatchDirRequest>,
+    ) -> Result<Response<Self::WatchDirStream>, Status> {
         let user = self.user(&request)?;
         let keepalive = keepalive_interval(request.metadata(), self.state.keepalive());
         let r = request.into_inner();
-        let spec = self.watch_spec(&user, &r.path, r.recursive, r.include_entry, r.allow_network_mounts).await?;
+        let spec = self
+            .watch_spec(
+                &user,
+                &r.path,
+                r.recursive,
+                r.include_entry,
+                r.allow_network_mounts,
+            )
+            .await?;
         let (rx, task) = watch::start(spec)?;
         struct St {
-            rx: tokio::sync::mpsc::Receiver<Result<e2b_envd_proto::filesystem::FilesystemEvent, Status>>,
+            rx: tokio::sync::mpsc::Receiver<
+                Result<e2b_envd_proto::filesystem::FilesystemEvent, Status>,
+            >,
             _task: watch::WatchTask,
             started: bool,
             done: bool,
             keepalive: Duration,
         }
-        let st = St { rx, _task: task, started: false, done: false, keepalive };
+        let st = St {
+            rx,
+            _task: task,
+            started: false,
+            done: false,
+            keepalive,
+        };
         let stream = futures::stream::unfold(st, |mut st| async move {
             if st.done {
                 return None;
             }
             if !st.started {
                 st.started = true;
-                return Some((Ok(WatchDirResponse { event: Some(Event::Start(StartEvent {})) }), st));
+                return Some((
+                    Ok(WatchDirResponse {
+                        event: Some(Event::Start(StartEvent {})),
+                    }),
+                    st,
+                ));
             }
             let item = tokio::select! {
                 ev = st.rx.recv() => match ev {
@@ -283,17 +384,31 @@ impl Filesystem for FilesystemService {
         Ok(Response::new(Box::pin(stream)))
     }
 
-    async fn create_watcher(&self, request: Request<CreateWatcherRequest>) -> Result<Response<CreateWatcherResponse>, Status> {
+    async fn create_watcher(
+        &self,
+        request: Request<CreateWatcherRequest>,
+    ) -> Result<Response<CreateWatcherResponse>, Status> {
         let user = self.user(&request)?;
         let r = request.into_inner();
-        let spec = self.watch_spec(&user, &r.path, r.recursive, r.include_entry, r.allow_network_mounts).await?;
+        let spec = self
+            .watch_spec(
+                &user,
+                &r.path,
+                r.recursive,
+                r.include_entry,
+                r.allow_network_mounts,
+            )
+            .await?;
         let watcher = PolledWatcher::start(spec, watch::watcher_buffer_events())?;
         let id = format!("w{}", random_id());
         self.watchers().insert(id.clone(), Arc::new(watcher));
         Ok(Response::new(CreateWatcherResponse { watcher_id: id }))
     }
 
-    async fn get_watcher_events(&self, request: Request<GetWatcherEventsRequest>) -> Result<Response<GetWatcherEventsResponse>, Status> {
+    async fn get_watcher_events(
+        &self,
+        request: Request<GetWatcherEventsRequest>,
+    ) -> Result<Response<GetWatcherEventsResponse>, Status> {
         let id = &request.get_ref().watcher_id;
         let watcher = self.watchers().get(id).cloned();
         let Some(watcher) = watcher else {
@@ -303,7 +418,10 @@ impl Filesystem for FilesystemService {
         Ok(Response::new(GetWatcherEventsResponse { events }))
     }
 
-    async fn remove_watcher(&self, request: Request<RemoveWatcherRequest>) -> Result<Response<RemoveWatcherResponse>, Status> {
+    async fn remove_watcher(
+        &self,
+        request: Request<RemoveWatcherRequest>,
+    ) -> Result<Response<RemoveWatcherResponse>, Status> {
         let id = &request.get_ref().watcher_id;
         match self.watchers().remove(id) {
             Some(_) => Ok(Response::new(RemoveWatcherResponse {})),
@@ -313,7 +431,10 @@ impl Filesystem for FilesystemService {
 }
 
 /// Registers the nine Filesystem procedures in a Connect router.
-pub(crate) fn register_connect(router: ConnectRouter, svc: Arc<FilesystemService>) -> ConnectRouter {
+pub(crate) fn register_connect(
+    router: ConnectRouter,
+    svc: Arc<FilesystemService>,
+) -> ConnectRouter {
     macro_rules! unary {
         ($router:expr, $name:literal, $method:ident) => {{
             let s = svc.clone();
