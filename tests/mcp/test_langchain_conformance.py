@@ -27,9 +27,16 @@ KNOWN_UPSTREAM_MISMATCH = {
 
 
 @pytest.fixture(autouse=True)
-def _skip_known_mismatch(request):
+def _known_mismatch_must_still_fail(request):
+    # Strict: if one of these starts passing (a fixed deepagents or langchain-tests), the run
+    # fails and the entry must be removed from the list.
     if request.node.originalname in KNOWN_UPSTREAM_MISMATCH:
-        pytest.skip("langchain-tests 1.1.9 vs deepagents 0.7.32 BaseSandbox mismatch (not this backend)")
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="langchain-tests 1.1.9 vs deepagents 0.7.32 BaseSandbox mismatch (not this backend)",
+            )
+        )
 
 
 class TestE2BExecSandbox(SandboxIntegrationTests):
