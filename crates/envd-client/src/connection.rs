@@ -95,7 +95,10 @@ impl EnvdConnection {
     /// Call it inside a Tokio runtime: the channel spawns its connection task there.
     pub fn new(endpoint: EnvdEndpoint) -> Result<Self, EnvdError> {
         let transport = endpoint.resolved_transport();
+        // envd's headers, built once: the channel adds them to every RPC, the REST client has
+        // them as defaults.
         let base = static_headers(&endpoint)?;
+        let default_headers = base.clone();
         let raw = match transport {
             Transport::GrpcWeb => grpc_web_channel(&endpoint)?,
             _ => h2c_channel(&endpoint)?,
@@ -104,16 +107,12 @@ impl EnvdConnection {
             ServiceBuilder::new()
                 .map_request(move |mut req: Request<Body>| {
                     for (name, value) in &base {
-                        req.headers_mut().insert(name.clone(), value.clone());
+                        req.headers_mut().insert(name, value.clone());
                     }
                     req
                 })
                 .service(raw),
         );
-        let mut default_headers = http::HeaderMap::new();
-        for (name, value) in static_headers(&endpoint)? {
-            default_headers.insert(name, value);
-        }
         let mut http = reqwest::Client::builder().default_headers(default_headers);
         for der in &endpoint.extra_root_certificates {
             let cert = reqwest::Certificate::from_der(der).map_err(|e| {
@@ -266,28 +265,29 @@ fn ascii(value: &str) -> Result<AsciiMetadataValue, EnvdError> {
     })
 }
 
-fn static_headers(endpoint: &EnvdEndpoint) -> Result<Vec<(HeaderName, HeaderValue)>, EnvdError> {
+fn static_headers(endpoint: &EnvdEndpoint) -> Result<http::HeaderMap, EnvdError> {
     let value = |v: &str| {
         HeaderValue::from_str(v).map_err(|_| {
             EnvdError::InvalidEndpoint(format!("header value is not printable ASCII: {v:?}"))
         })
     };
-    let mut out = vec![(
+    let mut out = http::HeaderMap::new();
+    out.insert(
         http::header::USER_AGENT,
         HeaderValue::from_static(USER_AGENT),
-    )];
+    );
     if let Some(token) = &endpoint.access_token {
-        out.push((
+        out.insert(
             HeaderName::from_static(headers::ACCESS_TOKEN),
             value(token)?,
-        ));
+        );
     }
     if let Some(id) = &endpoint.sandbox_id {
-        out.push((HeaderName::from_static(headers::SANDBOX_ID), value(id)?));
-        out.push((
+        out.insert(HeaderName::from_static(headers::SANDBOX_ID), value(id)?);
+        out.insert(
             HeaderName::from_static(headers::SANDBOX_PORT),
             value(&endpoint.sandbox_port.to_string())?,
-        ));
+        );
     }
     Ok(out)
 }
