@@ -34,6 +34,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_transport(false)
         .file_descriptor_set_path(&descriptor_path)
         .skip_protoc_run()
+        // `bytes` fields are `bytes::Bytes`: output chunks travel from the daemon's pipe read
+        // to the socket, and from the client's receive buffer to callbacks, without a copy.
+        .bytes(".")
         .compile_well_known_types(true)
         .extern_path(".google.protobuf", "::pbjson_types")
         .compile_fds(descriptors.clone())?;

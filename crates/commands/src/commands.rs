@@ -383,7 +383,7 @@ impl Commands {
     /// Writes to a process's stdin. It must have been started with stdin open
     /// ([`CommandOptions::stdin`]; `start_streaming` opens it by default).
     pub async fn send_stdin(&self, pid: u32, data: impl Into<Bytes>) -> Result<(), CommandError> {
-        self.send_input(pid, process_input::Input::Stdin(data.into().to_vec()))
+        self.send_input(pid, process_input::Input::Stdin(data.into()))
             .await
     }
 
@@ -400,7 +400,7 @@ impl Commands {
         pid: u32,
         data: impl Into<Bytes>,
     ) -> Result<(), CommandError> {
-        self.send_input(pid, process_input::Input::Pty(data.into().to_vec()))
+        self.send_input(pid, process_input::Input::Pty(data.into()))
             .await
     }
 

@@ -479,7 +479,7 @@ impl Reader {
                         Some(Output::Pty(b)) => (Kind::Pty, b),
                         None => continue,
                     };
-                    if let Flow::Stop(e) = self.deliver(kind, Bytes::from(bytes)).await {
+                    if let Flow::Stop(e) = self.deliver(kind, bytes).await {
                         break Err(e);
                     }
                 }

@@ -232,9 +232,9 @@ impl StdinWriter {
 
     fn data_message(&self, data: Bytes) -> StreamInputRequest {
         let input = if self.inner.pty {
-            process_input::Input::Pty(Vec::from(data))
+            process_input::Input::Pty(data)
         } else {
-            process_input::Input::Stdin(Vec::from(data))
+            process_input::Input::Stdin(data)
         };
         StreamInputRequest {
             event: Some(Event::Data(DataEvent {

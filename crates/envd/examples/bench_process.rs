@@ -87,6 +87,18 @@ fn rss_kb(pid: u32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU seconds (user + system) of a process, from `/proc/<pid>/stat`.
+fn cpu_secs(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After `(comm)`: utime and stime are fields 14 and 15 (1-based), in USER_HZ ticks.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+}
+
 async fn channel(url: &str) -> Channel {
     tonic::transport::Endpoint::from_shared(url.to_string())
         .unwrap()
@@ -135,6 +147,7 @@ async fn main() {
         .unwrap();
     assert!(st.success());
     let raw = t.elapsed();
+    let cpu_before = (cpu_secs("self"), cpu_secs(&dpid.to_string()));
     let t = Instant::now();
     let (got, code) = run(
         &mut client,
@@ -150,6 +163,12 @@ async fn main() {
     println!(
         "throughput: raw pipe {raw_rate:.0} MiB/s ({raw:?}), envd h2c {stream_rate:.0} MiB/s ({streamed:?}), ratio {:.2}",
         stream_rate / raw_rate
+    );
+    let gib = bytes as f64 / (1u64 << 30) as f64;
+    println!(
+        "CPU per GiB streamed (user+sys): client {:.2} s, daemon {:.2} s",
+        (cpu_secs("self") - cpu_before.0) / gib,
+        (cpu_secs(&dpid.to_string()) - cpu_before.1) / gib
     );
     println!(
         "daemon RSS after throughput: {} kB (peak {} kB)",

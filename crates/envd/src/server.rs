@@ -83,6 +83,14 @@ async fn dispatch(app: App, req: Request<Body>) -> Response<Body> {
             ),
         }
     } else if is_grpc {
+        // Server streams (process output, watch events) take our own gRPC path, which writes
+        // output payloads without copying them; everything else goes to tonic.
+        let base = ct.split(';').next().unwrap_or("").trim();
+        if matches!(base, "application/grpc" | "application/grpc+proto")
+            && app.connect.is_server_stream(req.uri().path())
+        {
+            return app.connect.handle_grpc(req).await;
+        }
         match app.grpc.oneshot(req).await {
             Ok(resp) => resp.map(Body::new),
             Err(never) => match never {},

@@ -24,7 +24,7 @@ fn pty_input(pid: u32, data: &[u8]) -> SendInputRequest {
     SendInputRequest {
         process: sel(pid),
         input: Some(ProcessInput {
-            input: Some(process_input::Input::Pty(data.to_vec())),
+            input: Some(process_input::Input::Pty(data.to_vec().into())),
         }),
     }
 }
@@ -127,7 +127,7 @@ async fn pty_input_resize_and_errors() {
     let stdin = SendInputRequest {
         process: sel(pid),
         input: Some(ProcessInput {
-            input: Some(process_input::Input::Stdin(b"x".to_vec())),
+            input: Some(process_input::Input::Stdin(b"x".to_vec().into())),
         }),
     };
     assert_eq!(

@@ -21,6 +21,8 @@
 mod codec;
 mod envelope;
 mod errors;
+mod grpc;
+mod payload;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -41,9 +43,12 @@ use tonic::metadata::MetadataMap;
 pub use codec::{Codec, ConnectMessage};
 pub use envelope::{COMPRESSED_FLAG, END_STREAM_FLAG, encode_envelope, parse_single_envelope};
 pub use errors::{code_name, error_json, http_status};
+use payload::Encoded;
+pub use payload::StreamMessage;
+pub(crate) use payload::nested_bytes_prefix;
 
 type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
-type ByteStream = BoxStream<'static, Result<Bytes, Status>>;
+type ByteStream = BoxStream<'static, Result<Encoded, Status>>;
 type UnaryFn =
     Arc<dyn Fn(MetadataMap, Bytes, Codec) -> BoxFut<Result<Bytes, Status>> + Send + Sync>;
 type ServerStreamFn =
@@ -135,11 +140,13 @@ impl ConnectRouter {
         self
     }
 
-    /// Registers a server-streaming procedure (`f` returns a tonic streaming response).
+    /// Registers a server-streaming procedure (`f` returns a tonic streaming response). It is
+    /// served over Connect and, for `application/grpc` requests, over gRPC too (see
+    /// [`handle_grpc`](Self::handle_grpc)).
     pub fn server_stream<Req, Resp, S, F, Fut>(mut self, path: &str, f: F) -> Self
     where
         Req: ConnectMessage,
-        Resp: ConnectMessage,
+        Resp: StreamMessage,
         S: futures::Stream<Item = Result<Resp, Status>> + Send + 'static,
         F: Fn(tonic::Request<Req>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<tonic::Response<S>, Status>> + Send + 'static,
@@ -152,7 +159,7 @@ impl ConnectRouter {
                 let resp = f(make_request(md, msg)).await?;
                 let stream = resp
                     .into_inner()
-                    .map(move |item| item.and_then(|m| codec.encode(&m)));
+                    .map(move |item| item.and_then(|m| encode_stream(codec, &m)));
                 Ok(stream.boxed())
             })
         });
@@ -273,6 +280,39 @@ impl ConnectRouter {
         }
     }
 
+    /// Whether `path` is a server-streaming procedure, which [`handle_grpc`](Self::handle_grpc)
+    /// serves.
+    pub fn is_server_stream(&self, path: &str) -> bool {
+        matches!(self.methods.get(path), Some(Method::ServerStream(_)))
+    }
+
+    /// Serves a gRPC (HTTP/2, `application/grpc`) request for a server-streaming procedure.
+    /// Same handler as Connect; output payloads go to the socket without being copied into an
+    /// encode buffer (see [`StreamMessage`]). Other gRPC calls are left to tonic.
+    pub async fn handle_grpc(&self, req: Request<Body>) -> Response<Body> {
+        let Some(Method::ServerStream(f)) = self.methods.get(req.uri().path()).cloned() else {
+            return grpc::error_response(&Status::unimplemented(format!(
+                "{} is not a server-streaming procedure",
+                req.uri().path()
+            )));
+        };
+        let (parts, body) = req.into_parts();
+        if let Err(status) = grpc::check_request(&parts) {
+            return grpc::error_response(&status);
+        }
+        let metadata = MetadataMap::from_headers(parts.headers);
+        let result = async {
+            let bytes = read_body(body, self.max_message_bytes.saturating_add(5)).await?;
+            let message = parse_single_envelope(&bytes, self.max_message_bytes)?;
+            f(metadata, message, Codec::Proto).await
+        }
+        .await;
+        match result {
+            Ok(stream) => grpc::stream_response(stream),
+            Err(status) => grpc::error_response(&status),
+        }
+    }
+
     fn error_for(&self, streaming: bool, codec: Codec, status: Status) -> Response<Body> {
         if streaming {
             stream_error_response(codec, &status)
@@ -356,6 +396,19 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, Status> {
     }
 }
 
+/// Encodes one streamed message, exposing its payload when the codec is binary.
+fn encode_stream<T: StreamMessage>(codec: Codec, msg: &T) -> Result<Encoded, Status> {
+    if codec == Codec::Proto
+        && let Some((head, payload)) = msg.split_payload()
+    {
+        return Ok(Encoded {
+            head,
+            payload: Some(payload),
+        });
+    }
+    codec.encode(msg).map(Encoded::whole)
+}
+
 fn end_stream_ok() -> Bytes {
     encode_envelope(END_STREAM_FLAG, b"{}")
 }
@@ -401,39 +454,46 @@ fn unsupported_media_type(streaming: bool) -> Response<Body> {
     resp
 }
 
+/// A server stream's messages, then its end (`Ok` or the error that ended it).
+#[derive(Debug)]
+enum StreamItem {
+    Message(Encoded),
+    End(Result<(), Status>),
+}
+
+/// Polls `inner` until its end, bounded by `deadline` (which ends it with `deadline_exceeded`).
+fn stream_items(
+    inner: ByteStream,
+    deadline: Option<Instant>,
+) -> impl futures::Stream<Item = StreamItem> + Send {
+    futures::stream::unfold(Some(inner), move |inner| async move {
+        let mut inner = inner?;
+        let next = match deadline {
+            None => inner.next().await,
+            Some(d) => tokio::select! {
+                biased;
+                n = inner.next() => n,
+                _ = tokio::time::sleep_until(d) => Some(Err(Status::deadline_exceeded(
+                    "the Connect-Timeout-Ms deadline expired",
+                ))),
+            },
+        };
+        Some(match next {
+            Some(Ok(msg)) => (StreamItem::Message(msg), Some(inner)),
+            Some(Err(status)) => (StreamItem::End(Err(status)), None),
+            None => (StreamItem::End(Ok(())), None),
+        })
+    })
+}
+
 fn stream_response(codec: Codec, inner: ByteStream, deadline: Option<Instant>) -> Response<Body> {
-    struct St {
-        inner: Option<ByteStream>,
-        deadline: Option<Instant>,
-    }
-    let frames = futures::stream::unfold(
-        St {
-            inner: Some(inner),
-            deadline,
-        },
-        |mut st| async move {
-            let inner = st.inner.as_mut()?;
-            let next = match st.deadline {
-                None => inner.next().await,
-                Some(d) => tokio::select! {
-                    biased;
-                    n = inner.next() => n,
-                    _ = tokio::time::sleep_until(d) => Some(Err(Status::deadline_exceeded("the Connect-Timeout-Ms deadline expired"))),
-                },
-            };
-            let frame = match next {
-                Some(Ok(msg)) => encode_envelope(0, &msg),
-                Some(Err(status)) => {
-                    st.inner = None;
-                    end_stream_error(&status)
-                }
-                None => {
-                    st.inner = None;
-                    end_stream_ok()
-                }
-            };
-            Some((Ok::<_, Infallible>(frame), st))
-        },
-    );
+    let frames = stream_items(inner, deadline).flat_map(|item| {
+        let frames: Vec<Bytes> = match item {
+            StreamItem::Message(msg) => msg.into_frames(0).collect(),
+            StreamItem::End(Ok(())) => vec![end_stream_ok()],
+            StreamItem::End(Err(status)) => vec![end_stream_error(&status)],
+        };
+        futures::stream::iter(frames.into_iter().map(Ok::<_, Infallible>))
+    });
     streaming_http_response(codec, Body::from_stream(frames))
 }

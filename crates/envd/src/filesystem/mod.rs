@@ -430,6 +430,8 @@ impl Filesystem for FilesystemService {
     }
 }
 
+impl crate::connect::StreamMessage for WatchDirResponse {}
+
 /// Registers the nine Filesystem procedures in a Connect router.
 pub(crate) fn register_connect(
     router: ConnectRouter,

@@ -25,7 +25,7 @@ use tonic::{Request, Response, Status};
 pub(crate) use table::ProcessTable;
 use table::{ProcEntry, Subscription};
 
-use crate::connect::ConnectRouter;
+use crate::connect::{ConnectRouter, StreamMessage};
 use crate::state::State;
 
 type EventStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
@@ -74,6 +74,43 @@ pub(crate) fn register_connect(router: ConnectRouter, svc: Arc<ProcessService>) 
         let s = s.clone();
         async move { Process::stream_input(&*s, req).await }
     })
+}
+
+/// The output chunk of a data event and its field number in `DataEvent`.
+fn output_payload(event: Option<&ProcessEvent>) -> Option<(u32, &bytes::Bytes)> {
+    use e2b_envd_proto::process::process_event::{DataEvent, data_event::Output};
+    match event?.event.as_ref()? {
+        Event::Data(DataEvent {
+            output: Some(output),
+        }) => Some(match output {
+            Output::Stdout(b) => (1, b),
+            Output::Stderr(b) => (2, b),
+            Output::Pty(b) => (3, b),
+        }),
+        _ => None,
+    }
+}
+
+/// `{Start,Connect}Response.event` (1) → `ProcessEvent.data` (2) → `DataEvent.<output>`: the
+/// chunk is the tail of the encoding and goes to the socket as its own frame.
+fn split_output(event: Option<&ProcessEvent>) -> Option<(bytes::Bytes, bytes::Bytes)> {
+    let (field, payload) = output_payload(event)?;
+    Some((
+        crate::connect::nested_bytes_prefix(&[1, 2, field], payload.len()),
+        payload.clone(),
+    ))
+}
+
+impl StreamMessage for StartResponse {
+    fn split_payload(&self) -> Option<(bytes::Bytes, bytes::Bytes)> {
+        split_output(self.event.as_ref())
+    }
+}
+
+impl StreamMessage for ConnectResponse {
+    fn split_payload(&self) -> Option<(bytes::Bytes, bytes::Bytes)> {
+        split_output(self.event.as_ref())
+    }
 }
 
 /// The process lifetime from `Connect-Timeout-Ms`, else `grpc-timeout`. `None` = unlimited.
@@ -125,67 +162,6 @@ struct StreamState {
     /// One timer, reset after each event (cheaper than a new timer per event).
     keepalive_timer: Pin<Box<tokio::time::Sleep>>,
     deadline: Option<Instant>,
-    /// An event received while coalescing data, delivered next.
-    pending: Option<Event>,
-}
-
-/// Largest data event built by coalescing queued chunks.
-const COALESCE_LIMIT: usize = 1 << 20;
-
-/// When a subscriber falls behind, several data chunks of the same stream wait in its channel;
-/// merge them into one event (up to [`COALESCE_LIMIT`]) so a slow consumer pays per-message
-/// costs less often. Order is kept: a different event stops the merge and is delivered next.
-fn coalesce(first: Event, rx: &mut subscriber::SubRx, pending: &mut Option<Event>) -> Event {
-    use e2b_envd_proto::process::process_event::{DataEvent, data_event::Output};
-    let Event::Data(DataEvent {
-        output: Some(mut out),
-    }) = first
-    else {
-        return first;
-    };
-    loop {
-        let len = match &out {
-            Output::Stdout(b) | Output::Stderr(b) | Output::Pty(b) => b.len(),
-        };
-        if len >= COALESCE_LIMIT {
-            break;
-        }
-        let Some(next) = rx.try_recv() else { break };
-        let same = matches!(
-            (&out, &next),
-            (
-                Output::Stdout(_),
-                Event::Data(DataEvent {
-                    output: Some(Output::Stdout(_))
-                })
-            ) | (
-                Output::Stderr(_),
-                Event::Data(DataEvent {
-                    output: Some(Output::Stderr(_))
-                })
-            ) | (
-                Output::Pty(_),
-                Event::Data(DataEvent {
-                    output: Some(Output::Pty(_))
-                })
-            )
-        );
-        if !same {
-            *pending = Some(next);
-            break;
-        }
-        if let Event::Data(DataEvent {
-            output: Some(Output::Stdout(more) | Output::Stderr(more) | Output::Pty(more)),
-        }) = next
-        {
-            match &mut out {
-                Output::Stdout(b) | Output::Stderr(b) | Output::Pty(b) => {
-                    b.extend_from_slice(&more)
-                }
-            }
-        }
-    }
-    Event::Data(DataEvent { output: Some(out) })
 }
 
 /// `start{pid}`, then live events (with keepalives) until `end`; the lifetime deadline, when
@@ -204,7 +180,6 @@ fn event_stream(
         keepalive,
         keepalive_timer,
         deadline,
-        pending: None,
     };
     futures::stream::unfold(st, |mut st| async move {
         if !st.start_sent {
@@ -234,14 +209,13 @@ fn event_stream(
                         None => std::future::pending().await,
                     }
                 };
-                let pending = st.pending.take();
                 tokio::select! {
                     biased;
                     _ = sleep_deadline => {
                         st.source = None;
                         Err(deadline_err())
                     }
-                    ev = async { match pending { Some(p) => Some(p), None => rx.recv().await } } => match ev {
+                    ev = rx.recv() => match ev {
                         Some(Event::End(end)) => {
                             st.source = None;
                             if st.deadline.is_some() && st.entry.timed_out() {
@@ -250,7 +224,7 @@ fn event_stream(
                                 Ok(ProcessEvent { event: Some(Event::End(end)) })
                             }
                         }
-                        Some(ev) => Ok(ProcessEvent { event: Some(coalesce(ev, rx, &mut st.pending)) }),
+                        Some(ev) => Ok(ProcessEvent { event: Some(ev) }),
                         None => return None,
                     },
                     _ = st.keepalive_timer.as_mut() => Ok(ProcessEvent { event: Some(Event::Keepalive(KeepAlive {})) }),
@@ -422,6 +396,48 @@ async fn write_input(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The split encoding (prefix, then the chunk) is byte for byte what prost writes, for
+    /// every output kind and for lengths around each varint boundary.
+    #[test]
+    fn split_output_matches_prost() {
+        use e2b_envd_proto::process::process_event::{DataEvent, data_event::Output};
+        use prost::Message as _;
+        for len in [
+            0usize, 1, 100, 127, 128, 16_381, 16_384, 2_097_152, 5_000_000,
+        ] {
+            let chunk = bytes::Bytes::from(vec![7u8; len]);
+            for output in [
+                Output::Stdout(chunk.clone()),
+                Output::Stderr(chunk.clone()),
+                Output::Pty(chunk.clone()),
+            ] {
+                let event = Some(ProcessEvent {
+                    event: Some(Event::Data(DataEvent {
+                        output: Some(output),
+                    })),
+                });
+                let start = StartResponse {
+                    event: event.clone(),
+                };
+                let connect = ConnectResponse { event };
+                for (split, whole) in [
+                    (start.split_payload(), start.encode_to_vec()),
+                    (connect.split_payload(), connect.encode_to_vec()),
+                ] {
+                    let (head, payload) = split.expect("a data event splits");
+                    assert_eq!(payload.len(), len);
+                    assert_eq!([&head[..], &payload[..]].concat(), whole, "len {len}");
+                }
+            }
+        }
+        let start = StartResponse {
+            event: Some(ProcessEvent {
+                event: Some(Event::Start(StartEvent { pid: 1 })),
+            }),
+        };
+        assert!(start.split_payload().is_none());
+    }
 
     #[test]
     fn timeouts() {

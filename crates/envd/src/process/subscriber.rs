@@ -65,6 +65,15 @@ impl SubTx {
         self.tx.send((ev, n)).await.map_err(|_| ())
     }
 
+    /// Waits until at most `queued` events wait in the queue (or the subscriber is gone).
+    pub(crate) async fn wait_drained(&self, queued: usize) {
+        let room = SUBSCRIBER_BUFFER.saturating_sub(queued);
+        if self.tx.capacity() < room {
+            // The permits go straight back; holding them only meant "this much room exists".
+            let _ = self.tx.reserve_many(room).await;
+        }
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.tx.is_closed()
     }
@@ -73,12 +82,6 @@ impl SubTx {
 impl SubRx {
     pub(crate) async fn recv(&mut self) -> Option<Event> {
         let (ev, n) = self.rx.recv().await?;
-        self.budget.add_permits(n as usize);
-        Some(ev)
-    }
-
-    pub(crate) fn try_recv(&mut self) -> Option<Event> {
-        let (ev, n) = self.rx.try_recv().ok()?;
         self.budget.add_permits(n as usize);
         Some(ev)
     }

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
 use e2b_envd_proto::process::process_event::{DataEvent, EndEvent, Event, data_event::Output};
 use e2b_envd_proto::process::{ProcessConfig, ProcessSelector, process_selector::Selector};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
@@ -17,7 +18,7 @@ use super::pty::PtyMaster;
 use super::spawn::Spawned;
 use super::subscriber::{self, SubRx, SubTx};
 
-/// Read size for stdout/stderr. envd reads 32 KiB; we read up to 1 MiB (from 1 MiB pipes) so a
+/// Read block for stdout/stderr. envd reads 32 KiB; we read up to 1 MiB (from 1 MiB pipes) so a
 /// fast producer costs fewer events. Chunk boundaries are arbitrary either way.
 const PIPE_CHUNK: usize = 1024 * 1024;
 const PTY_CHUNK: usize = 16 * 1024;
@@ -72,6 +73,20 @@ impl ProcEntry {
                 Subscription::Live(rx)
             }
             RunState::Ended(end) => Subscription::Ended(end.clone()),
+        }
+    }
+
+    /// Waits until no subscriber has more than one event waiting. The output pumps call this
+    /// before each read: while a client is busy, output collects in the pipe and the next read
+    /// takes all of it as one chunk, so a fast producer yields few, large events (less work
+    /// per byte everywhere) while an idle client still gets each write at once.
+    async fn wait_for_demand(&self) {
+        let subs: Vec<SubTx> = match &*lock(&self.state) {
+            RunState::Running { subs } => subs.clone(),
+            RunState::Ended(_) => return,
+        };
+        for s in &subs {
+            s.wait_drained(1).await;
         }
     }
 
@@ -332,26 +347,23 @@ impl ProcessTable {
     }
 }
 
-/// Reads at or above this size hand their buffer over to the event whole (no copy); smaller ones
-/// are copied out at their exact size and the buffer is reused.
-const HANDOVER: usize = PIPE_CHUNK / 4;
+/// Reads go into one growing block: each chunk is split off as `Bytes` (no copy) and the next
+/// read continues in the same block until fewer than this many bytes are left, then a fresh
+/// block of [`PIPE_CHUNK`] is started. Small chunks (an agent's JSON-RPC lines) thus share a
+/// block instead of costing an allocation each, and a bulk read is never copied.
+const MIN_READ_SPACE: usize = PIPE_CHUNK / 2;
 
-async fn pump<R: AsyncRead + Unpin>(entry: &ProcEntry, mut reader: R, kind: fn(Vec<u8>) -> Output) {
-    // One read buffer, reused while reads are small (an agent's JSON-RPC lines): a small chunk
-    // costs one exact-size allocation and a copy instead of a fresh 1 MiB allocation that is
-    // then shrunk. A bulk read is forwarded as its buffer, with no copy.
-    let mut buf = Vec::with_capacity(PIPE_CHUNK);
+async fn pump<R: AsyncRead + Unpin>(entry: &ProcEntry, mut reader: R, kind: fn(Bytes) -> Output) {
+    let mut buf = BytesMut::new();
     loop {
+        entry.wait_for_demand().await;
+        if buf.capacity() - buf.len() < MIN_READ_SPACE {
+            buf.reserve(PIPE_CHUNK);
+        }
         match reader.read_buf(&mut buf).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let data = if n < HANDOVER {
-                    let d = buf[..n].to_vec();
-                    buf.clear();
-                    d
-                } else {
-                    std::mem::replace(&mut buf, Vec::with_capacity(PIPE_CHUNK))
-                };
+            Ok(_) => {
+                let data = buf.split().freeze();
                 entry
                     .broadcast(Event::Data(DataEvent {
                         output: Some(kind(data)),
@@ -370,7 +382,7 @@ async fn pump_pty(entry: &ProcEntry, pty: &PtyMaster) {
             Ok(n) => {
                 entry
                     .broadcast(Event::Data(DataEvent {
-                        output: Some(Output::Pty(buf[..n].to_vec())),
+                        output: Some(Output::Pty(Bytes::copy_from_slice(&buf[..n]))),
                     }))
                     .await
             }
