@@ -44,7 +44,9 @@ fn start_stream_events_match_envd_json() {
     );
 
     let data = event(process_event::Event::Data(process_event::DataEvent {
-        output: Some(process_event::data_event::Output::Stdout(prost::bytes::Bytes::from_static(b"hi\n"))),
+        output: Some(process_event::data_event::Output::Stdout(
+            prost::bytes::Bytes::from_static(b"hi\n"),
+        )),
     }));
     assert_eq!(
         serde_json::to_value(&data).unwrap(),
