@@ -1,6 +1,11 @@
 //! `GET /files` (download), `POST /files` (upload) and `POST /files/compose`, as envd serves
 //! them (`internal/api/{download,upload,compose}.go`), streamed both ways.
 //!
+//! Downloads follow Go's `http.ServeContent`, which envd uses: `HEAD` gets GET's status and
+//! headers without a body; `Range` with one range gets a 206 with `Content-Range`, with several
+//! a 206 `multipart/byteranges` body read range by range from disk; see [`parse_ranges`] for
+//! the 416 cases and when the whole file is sent instead.
+//!
 //! Uploads go to a hidden temporary file in the target's directory (created, chowned to the
 //! user, written, given its metadata) that is renamed over the target once complete, so a
 //! failed upload leaves no partial file. Watchers see envd's CREATE, CHMOD, WRITE for it (see
@@ -22,7 +27,7 @@ use axum::extract::{Query, State as AxState};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 
 use super::files_auth::{self, FilesQuery, Refusal};
 use super::files_io::{self, FileSink, GZIP_ERROR_PREFIX};
@@ -125,43 +130,174 @@ fn accept_encoding(headers: &HeaderMap) -> (f32, f32) {
     )
 }
 
-/// A single `bytes=` range, resolved against `size`. `Ok(None)` = serve the whole file.
-fn parse_range(value: &str, size: u64) -> Result<Option<(u64, u64)>, ()> {
-    let Some(spec) = value.trim().strip_prefix("bytes=") else {
-        return Ok(None);
-    };
-    if spec.contains(',') {
-        return Ok(None);
+/// One satisfiable byte range of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ByteRange {
+    /// First byte.
+    start: u64,
+    /// Number of bytes (at least 1).
+    len: u64,
+}
+
+impl ByteRange {
+    /// The `Content-Range` value for this range of a file of `size` bytes.
+    fn content_range(&self, size: u64) -> String {
+        format!("bytes {}-{}/{size}", self.start, self.start + self.len - 1)
     }
-    let Some((a, b)) = spec.trim().split_once('-') else {
-        return Ok(None);
+}
+
+/// Why a `Range` header cannot be served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RangeError {
+    /// Not a `bytes=` range set, or a range in it is malformed (416 without `Content-Range`,
+    /// as Go's `http.ServeContent`, which envd uses, answers).
+    Invalid,
+    /// Well-formed, but no range overlaps the file (416 with `Content-Range: bytes */SIZE`).
+    NoOverlap,
+}
+
+fn digits(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Parses a `Range` header against a file of `size` bytes, as Go's `http.ServeContent` does
+/// (envd serves `GET /files` with it): the unit must be `bytes`, each comma-separated range is
+/// `first-last`, `first-` or `-suffix` (empty elements are skipped); a malformed range fails
+/// the whole header; ranges starting at or past the end are dropped, and if nothing is left
+/// the header does not overlap. `Ok` with no ranges = serve the whole file. Unlike Go, a
+/// suffix of zero (`-0`) never overlaps, and a suffix range of an empty file leaves the
+/// whole (empty) file to be served: a zero-length part has no valid `Content-Range`.
+fn parse_ranges(value: &str, size: u64) -> Result<Vec<ByteRange>, RangeError> {
+    let value = value.trim();
+    let spec = match value.split_once('=') {
+        Some((unit, spec)) if unit.trim().eq_ignore_ascii_case("bytes") => spec,
+        _ => return Err(RangeError::Invalid),
     };
-    let (a, b) = (a.trim(), b.trim());
-    if a.is_empty() {
-        let Ok(n) = b.parse::<u64>() else {
-            return Ok(None);
+    let mut ranges = Vec::new();
+    let (mut no_overlap, mut empty_suffix) = (false, false);
+    for part in spec.split(',') {
+        let part = part.trim_matches([' ', '\t']);
+        if part.is_empty() {
+            continue;
+        }
+        let Some((first, last)) = part.split_once('-') else {
+            return Err(RangeError::Invalid);
         };
-        if n == 0 {
-            return Err(());
+        let (first, last) = (
+            first.trim_matches([' ', '\t']),
+            last.trim_matches([' ', '\t']),
+        );
+        if first.is_empty() {
+            let n = digits(last).ok_or(RangeError::Invalid)?;
+            if n == 0 {
+                no_overlap = true;
+            } else if size == 0 {
+                empty_suffix = true;
+            } else {
+                let n = n.min(size);
+                ranges.push(ByteRange {
+                    start: size - n,
+                    len: n,
+                });
+            }
+            continue;
         }
-        let n = n.min(size);
-        return Ok(Some((size - n, size.saturating_sub(1))));
-    }
-    let Ok(start) = a.parse::<u64>() else {
-        return Ok(None);
-    };
-    if start >= size {
-        return Err(());
-    }
-    let end = if b.is_empty() {
-        size - 1
-    } else {
-        match b.parse::<u64>() {
-            Ok(e) if e >= start => e.min(size - 1),
-            _ => return Ok(None),
+        let start = digits(first).ok_or(RangeError::Invalid)?;
+        if start >= size {
+            no_overlap = true;
+            continue;
         }
+        let end = if last.is_empty() {
+            size - 1
+        } else {
+            match digits(last) {
+                Some(e) if e >= start => e.min(size - 1),
+                _ => return Err(RangeError::Invalid),
+            }
+        };
+        ranges.push(ByteRange {
+            start,
+            len: end - start + 1,
+        });
+    }
+    if ranges.is_empty() && no_overlap && !empty_suffix {
+        return Err(RangeError::NoOverlap);
+    }
+    Ok(ranges)
+}
+
+/// Whether an `If-Range` precondition lets the `Range` header apply (Go's `checkIfRange`):
+/// no header, or a date equal to the file's `Last-Modified` (to the second). We send no
+/// `ETag`, so an entity tag never matches and the whole file is served.
+fn if_range_allows(headers: &HeaderMap, modified: Option<SystemTime>) -> bool {
+    let Some(v) = headers.get(header::IF_RANGE) else {
+        return true;
     };
-    Ok(Some((start, end)))
+    let Some(v) = v.to_str().ok().map(str::trim) else {
+        return false;
+    };
+    if v.starts_with('"') || v.starts_with("W/") {
+        return false;
+    }
+    let secs = |t: SystemTime| {
+        t.duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .ok()
+    };
+    match (httpdate::parse_http_date(v).ok(), modified) {
+        (Some(since), Some(m)) => secs(since).is_some() && secs(since) == secs(m),
+        _ => false,
+    }
+}
+
+/// A random `multipart/byteranges` boundary (32 hex digits).
+fn boundary() -> String {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mut out = String::with_capacity(32);
+    for i in 0..2u8 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(nanos);
+        h.write_u8(i);
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out
+}
+
+/// The body of a `multipart/byteranges` response, as segments produced lazily: for each range,
+/// its delimiter and headers (`Content-Range`, `Content-Type`) then its bytes from the file;
+/// then the closing delimiter.
+fn multipart_segments(
+    ranges: Vec<ByteRange>,
+    boundary: String,
+    mime: String,
+    size: u64,
+) -> impl Iterator<Item = files_io::Segment> + Send + 'static {
+    let closing = files_io::Segment::Literal(Bytes::from(format!("\r\n--{boundary}--\r\n")));
+    ranges
+        .into_iter()
+        .enumerate()
+        .flat_map(move |(i, r)| {
+            let lead = if i == 0 { "" } else { "\r\n" };
+            let head = format!(
+                "{lead}--{boundary}\r\nContent-Range: {}\r\nContent-Type: {mime}\r\n\r\n",
+                r.content_range(size)
+            );
+            [
+                files_io::Segment::Literal(Bytes::from(head)),
+                files_io::Segment::File {
+                    offset: r.start,
+                    len: r.len,
+                },
+            ]
+        })
+        .chain(std::iter::once(closing))
 }
 
 fn content_disposition(name: &str) -> HeaderValue {
@@ -241,8 +377,14 @@ async fn download_inner(
         .unwrap_or("application/octet-stream");
     let (gzip_q, identity_q) = accept_encoding(headers);
     let range = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
-    let use_gzip =
-        gzip_q > 0.0 && (gzip_q > identity_q || (gzip_q >= identity_q && range.is_none()));
+    // HEAD: the same status and headers as GET (`Content-Length` included), no body and no
+    // reader. A gzip body's length is only known once compressed, and the router would announce
+    // `Content-Length: 0` for a HEAD without one, so HEAD describes the identity representation
+    // (the file's real size) whenever the client accepts it.
+    let head = req.method() == Method::HEAD;
+    let use_gzip = gzip_q > 0.0
+        && (gzip_q > identity_q || (gzip_q >= identity_q && range.is_none()))
+        && !(head && identity_q > 0.0);
     if !use_gzip && identity_q <= 0.0 {
         return Err(json_error(
             StatusCode::NOT_ACCEPTABLE,
@@ -271,18 +413,19 @@ async fn download_inner(
     }
     if use_gzip {
         h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-        *resp.body_mut() = Body::from_stream(files_io::gzip_stream(file));
+        if !head {
+            *resp.body_mut() = Body::from_stream(files_io::gzip_stream(file));
+        }
         return Ok(resp);
     }
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    if range.is_none()
-        && let (Some(m), Some(ims)) = (
-            modified,
-            headers
-                .get(header::IF_MODIFIED_SINCE)
-                .and_then(|v| v.to_str().ok()),
-        )
-        && let Ok(ims) = httpdate::parse_http_date(ims)
+    // If-Modified-Since is checked before Range (RFC 9110 §13.2.2, and Go's ServeContent).
+    if let (Some(m), Some(ims)) = (
+        modified,
+        headers
+            .get(header::IF_MODIFIED_SINCE)
+            .and_then(|v| v.to_str().ok()),
+    ) && let Ok(ims) = httpdate::parse_http_date(ims)
         && m.duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(u64::MAX)
@@ -294,29 +437,77 @@ async fn download_inner(
         *resp.status_mut() = StatusCode::NOT_MODIFIED;
         return Ok(resp);
     }
-    let (offset, len) = match range.map(|r| parse_range(r, size)) {
-        Some(Ok(Some((start, end)))) => {
+    let ranges = match range.filter(|_| if_range_allows(headers, modified)) {
+        None => Vec::new(),
+        Some(r) => match parse_ranges(r, size) {
+            Ok(ranges) => ranges,
+            Err(e) => {
+                let mut r = json_error(
+                    StatusCode::RANGE_NOT_SATISFIABLE,
+                    &match e {
+                        RangeError::Invalid => format!("invalid range '{r}'"),
+                        RangeError::NoOverlap => {
+                            format!("range '{r}' does not overlap the file ({size} bytes)")
+                        }
+                    },
+                );
+                if e == RangeError::NoOverlap
+                    && let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}"))
+                {
+                    r.headers_mut().insert(header::CONTENT_RANGE, v);
+                }
+                return Err(r);
+            }
+        },
+    };
+    // Ranges adding up to more than the file (overlaps, repeats) are ignored and the whole
+    // file is sent, as Go's ServeContent does: cheaper for both sides, and no amplification.
+    let total = ranges.iter().try_fold(0u64, |t, r| t.checked_add(r.len));
+    let ranges = if total.is_none_or(|t| t > size) {
+        Vec::new()
+    } else {
+        ranges
+    };
+    let (len, body) = match ranges.as_slice() {
+        [] => (
+            size,
+            (!head).then(|| files_io::read_stream(file, 0, size).boxed()),
+        ),
+        [r] => {
             *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
-            if let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{end}/{size}")) {
+            if let Ok(v) = HeaderValue::from_str(&r.content_range(size)) {
                 resp.headers_mut().insert(header::CONTENT_RANGE, v);
             }
-            (start, end - start + 1)
+            (
+                r.len,
+                (!head).then(|| files_io::read_stream(file, r.start, r.len).boxed()),
+            )
         }
-        Some(Err(())) => {
-            let mut r = json_error(
-                StatusCode::RANGE_NOT_SATISFIABLE,
-                &format!("range not satisfiable for a file of {size} bytes"),
-            );
-            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
-                r.headers_mut().insert(header::CONTENT_RANGE, v);
+        _ => {
+            *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
+            let boundary = boundary();
+            let longest = ranges.iter().map(|r| r.len).max().unwrap_or(1);
+            let segments = |ranges: Vec<ByteRange>| {
+                multipart_segments(ranges, boundary.clone(), mime.to_string(), size)
+            };
+            let len = segments(ranges.clone()).map(|s| s.len()).sum();
+            if let Ok(v) =
+                HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}"))
+            {
+                resp.headers_mut().insert(header::CONTENT_TYPE, v);
             }
-            return Err(r);
+            let chunk = usize::try_from(longest).unwrap_or(usize::MAX);
+            (
+                len,
+                (!head).then(|| files_io::read_segments(file, chunk, segments(ranges)).boxed()),
+            )
         }
-        _ => (0, size),
     };
     resp.headers_mut()
         .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    *resp.body_mut() = Body::from_stream(files_io::read_stream(file, offset, len));
+    if let Some(body) = body {
+        *resp.body_mut() = Body::from_stream(body);
+    }
     Ok(resp)
 }
 
@@ -908,14 +1099,88 @@ async fn compose_inner(
 mod tests {
     use super::*;
 
+    fn r(start: u64, len: u64) -> ByteRange {
+        ByteRange { start, len }
+    }
+
     #[test]
     fn ranges() {
-        assert_eq!(parse_range("bytes=0-9", 100), Ok(Some((0, 9))));
-        assert_eq!(parse_range("bytes=90-", 100), Ok(Some((90, 99))));
-        assert_eq!(parse_range("bytes=-10", 100), Ok(Some((90, 99))));
-        assert_eq!(parse_range("bytes=95-200", 100), Ok(Some((95, 99))));
-        assert_eq!(parse_range("bytes=100-", 100), Err(()));
-        assert_eq!(parse_range("bytes=0-1,3-4", 100), Ok(None));
+        use RangeError::{Invalid, NoOverlap};
+        assert_eq!(parse_ranges("bytes=0-9", 100), Ok(vec![r(0, 10)]));
+        assert_eq!(parse_ranges("bytes=90-", 100), Ok(vec![r(90, 10)]));
+        assert_eq!(parse_ranges("bytes=-10", 100), Ok(vec![r(90, 10)]));
+        assert_eq!(parse_ranges("bytes=-200", 100), Ok(vec![r(0, 100)]));
+        assert_eq!(parse_ranges("bytes=95-200", 100), Ok(vec![r(95, 5)]));
+        assert_eq!(parse_ranges("Bytes = 1-1", 100), Ok(vec![r(1, 1)]));
+        assert_eq!(parse_ranges("bytes=100-", 100), Err(NoOverlap));
+        assert_eq!(parse_ranges("bytes=-0", 100), Err(NoOverlap));
+        assert_eq!(parse_ranges("bytes=0-", 0), Err(NoOverlap));
+        // A suffix of an empty file: the whole (empty) file.
+        assert_eq!(parse_ranges("bytes=-5", 0), Ok(vec![]));
+        assert_eq!(
+            parse_ranges("bytes=0-1, 3-4,,-2", 100),
+            Ok(vec![r(0, 2), r(3, 2), r(98, 2)])
+        );
+        // Ranges past the end are dropped; only when none is left is it a failure.
+        assert_eq!(parse_ranges("bytes=0-1,200-300", 100), Ok(vec![r(0, 2)]));
+        assert_eq!(parse_ranges("bytes=200-300,150-", 100), Err(NoOverlap));
+        assert_eq!(parse_ranges("bytes=", 100), Ok(vec![]));
+        for bad in [
+            "items=0-1",
+            "0-1",
+            "bytes=5-2",
+            "bytes=a-b",
+            "bytes=1",
+            "bytes=-",
+            "bytes=--1",
+            "bytes=+1-2",
+            "bytes=0-1,x",
+        ] {
+            assert_eq!(parse_ranges(bad, 100), Err(Invalid), "{bad}");
+        }
+    }
+
+    #[test]
+    fn multipart_body_layout() {
+        let segs: Vec<_> = multipart_segments(
+            vec![r(0, 2), r(5, 5)],
+            "XYZ".into(),
+            "text/plain".into(),
+            10,
+        )
+        .collect();
+        let lit = |s: &str| files_io::Segment::Literal(Bytes::from(s.to_string()));
+        assert_eq!(
+            segs,
+            vec![
+                lit("--XYZ\r\nContent-Range: bytes 0-1/10\r\nContent-Type: text/plain\r\n\r\n"),
+                files_io::Segment::File { offset: 0, len: 2 },
+                lit("\r\n--XYZ\r\nContent-Range: bytes 5-9/10\r\nContent-Type: text/plain\r\n\r\n"),
+                files_io::Segment::File { offset: 5, len: 5 },
+                lit("\r\n--XYZ--\r\n"),
+            ]
+        );
+        let b = boundary();
+        assert_eq!(b.len(), 32);
+        assert_ne!(b, boundary());
+    }
+
+    #[test]
+    fn if_range() {
+        let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        let mut h = HeaderMap::new();
+        assert!(if_range_allows(&h, Some(t)));
+        h.insert(
+            header::IF_RANGE,
+            HeaderValue::from_str(&httpdate::fmt_http_date(t)).unwrap(),
+        );
+        assert!(if_range_allows(&h, Some(t)));
+        assert!(!if_range_allows(
+            &h,
+            Some(t + std::time::Duration::from_secs(1))
+        ));
+        h.insert(header::IF_RANGE, HeaderValue::from_static("\"abc\""));
+        assert!(!if_range_allows(&h, Some(t)));
     }
 
     #[test]
