@@ -9,8 +9,17 @@
 //! The daemon binary comes from `E2B_ENVD_BIN` (default `target/release/e2b-envd`) and runs as
 //! a separate process so its memory is measured on its own. `BENCH_ROUNDS` (default 3) rounds
 //! of cp / upload / download; each round's ratios use that round's `cp`, the summary is the
-//! median. Dirty pages are synced before each timed step. `BENCH_ONLY=up|down` times one
-//! direction (for a profiler).
+//! median. `BENCH_ONLY=up|down` times one direction (for a profiler).
+//!
+//! Every write-side step is timed the same way: `sync` first (outside the timer, so no step
+//! pays for an earlier one's dirty pages), then the step, then `open` + `fsync` of the file it
+//! wrote, inside the timer. So `cp` is `cp SRC DST` + fsync(DST), the upload is
+//! `write_from_file` + fsync(uploaded file) and the download is `read_to_file` + fsync(local
+//! copy): each ends when its 1 GiB is on disk, and no step is timed while the kernel still
+//! holds its data as dirty pages (which it throttles and flushes differently from run to run).
+//! The time at which the step itself returned (before the fsync, page cache only) is printed
+//! too, with its ratio, for comparison with earlier runs. Each step writes a new file (the
+//! upload's target is removed before each round, as `cp`'s destination is).
 
 use std::io::{BufRead as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -45,11 +54,6 @@ fn cpu_secs(pid: &str) -> (f64, f64) {
         .collect();
     let get = |i: usize| f.get(i - 3).copied().unwrap_or(0.0);
     ((get(14) + get(15)) / ticks, (get(16) + get(17)) / ticks)
-}
-
-/// CPU seconds used by this process plus the daemon.
-fn both_cpu(daemon: &str) -> f64 {
-    cpu_secs("self").0 + cpu_secs(daemon).0
 }
 
 fn write_test_file(path: &Path, size: u64) -> std::io::Result<()> {
@@ -88,18 +92,71 @@ fn settle() {
     let _ = Command::new("sync").status();
 }
 
-fn time_cp(src: &Path, dst: &Path) -> Result<(f64, f64), Box<dyn std::error::Error>> {
-    settle();
-    let c = cpu_secs("self").1;
-    let t = Instant::now();
-    let st = Command::new("cp").arg(src).arg(dst).status()?;
-    let secs = t.elapsed().as_secs_f64();
-    let cpu = cpu_secs("self").1 - c;
-    if !st.success() {
-        return Err("cp failed".into());
+/// Makes a file written by a step durable: `open` + `fsync`, inside the step's timer.
+fn fsync_file(path: &Path) -> std::io::Result<()> {
+    std::fs::File::open(path)?.sync_all()
+}
+
+/// One timed write-side step.
+#[derive(Clone, Copy)]
+struct Step {
+    /// Seconds until the step returned (its data may still be dirty in the page cache).
+    returned: f64,
+    /// Seconds until its output file was on disk (the step, then `open` + `fsync`).
+    durable: f64,
+    /// CPU seconds of this process, its children and the daemon over the whole step.
+    cpu: f64,
+}
+
+impl Step {
+    /// Ratios against `cp`: (page cache only, durable). Above 1 = faster than `cp`.
+    fn ratios(&self, cp: &Step) -> (f64, f64) {
+        (cp.returned / self.returned, cp.durable / self.durable)
     }
-    std::fs::remove_file(dst)?;
-    Ok((secs, cpu))
+
+    fn show(&self, cp: Option<&Step>) -> String {
+        match cp {
+            None => format!(
+                "{:.3} / {:.3} (cpu {:.2})",
+                self.returned, self.durable, self.cpu
+            ),
+            Some(cp) => {
+                let (rc, rd) = self.ratios(cp);
+                format!(
+                    "{:.3} / {:.3} ({rc:.2} / {rd:.2}, cpu {:.2})",
+                    self.returned, self.durable, self.cpu
+                )
+            }
+        }
+    }
+}
+
+/// CPU seconds so far of this process, its waited-for children and the daemon.
+fn all_cpu(daemon: &str) -> f64 {
+    let (own, children) = cpu_secs("self");
+    own + children + cpu_secs(daemon).0
+}
+
+type BoxError = Box<dyn std::error::Error>;
+
+/// Times `step` (which writes `out`) followed by `open` + `fsync` of `out`, after a `sync`.
+async fn timed<F, Fut>(daemon: &str, out: &Path, step: F) -> Result<Step, BoxError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<(), BoxError>>,
+{
+    settle();
+    let c = all_cpu(daemon);
+    let t = Instant::now();
+    step().await?;
+    let returned = t.elapsed().as_secs_f64();
+    fsync_file(out)?;
+    let durable = t.elapsed().as_secs_f64();
+    Ok(Step {
+        returned,
+        durable,
+        cpu: all_cpu(daemon) - c,
+    })
 }
 
 /// Kills the daemon when dropped, so a failed run leaves no process behind.
@@ -113,7 +170,7 @@ impl Drop for Daemon {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().collect();
     let size_mib: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1024);
     let base = args
@@ -160,58 +217,73 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = line.trim().to_string();
     let pid = daemon.0.id().to_string();
     let daemon_rss_idle = vm_hwm_kib(&pid);
+    println!("daemon pid {pid} (for a profiler: perf record -g -p {pid})");
     let fs = Filesystem::new(EnvdConnection::new(EnvdEndpoint::new(url))?);
 
-    let remote = dir.path().join("uploaded.bin");
-    let remote = remote.to_str().ok_or("path")?;
+    let remote_path = dir.path().join("uploaded.bin");
+    let remote = remote_path.to_str().ok_or("path")?;
     let back = dir.path().join("downloaded.bin");
+    let copy = dir.path().join("cp.bin");
+    // (page cache only, with fsync) ratios of each round.
     let (mut up_ratios, mut down_ratios) = (Vec::new(), Vec::new());
     let (mut daemon_rss_after_up, mut client_rss_after_up) = (0, 0);
     println!(
-        "seconds: wall (ratio vs cp, CPU of client + daemon); load {}",
+        "seconds: returned / with fsync (ratio vs cp: page cache only / with fsync, \
+         CPU s of client + children + daemon); load {}",
         load()
     );
-    println!("round  cp (cpu)       upload                   download");
+    println!(
+        "round  {:<30} {:<44} download + fsync",
+        "cp + fsync", "upload + fsync"
+    );
     for round in 1..=rounds {
-        let (cp_secs, cp_cpu) = time_cp(&src, &dir.path().join("cp.bin"))?;
+        let cp = timed(&pid, &copy, || async {
+            if Command::new("cp").arg(&src).arg(&copy).status()?.success() {
+                Ok(())
+            } else {
+                Err("cp failed".into())
+            }
+        })
+        .await?;
+        std::fs::remove_file(&copy)?;
         let mut up = String::from("-");
         if only != "down" || round == 1 {
-            settle();
-            let c = both_cpu(&pid);
-            let t = Instant::now();
-            fs.write_from_file(remote, &src, &WriteOptions::default())
-                .await?;
-            let up_secs = t.elapsed().as_secs_f64();
-            let up_cpu = both_cpu(&pid) - c;
-            if only != "down" {
-                up_ratios.push(cp_secs / up_secs);
-                up = format!("{up_secs:.3} ({:.2}, cpu {up_cpu:.2})", cp_secs / up_secs);
-            }
+            // A new file each round, as `cp` writes a new file. (Replacing an existing file by
+            // rename makes ext4 start writing the new data back at the rename: see the docs.)
+            let _ = std::fs::remove_file(&remote_path);
+            let step = timed(&pid, &remote_path, || async {
+                fs.write_from_file(remote, &src, &WriteOptions::default())
+                    .await?;
+                Ok(())
+            })
+            .await?;
             if std::fs::metadata(remote)?.len() != size {
                 return Err("size mismatch after upload".into());
+            }
+            if only != "down" {
+                up_ratios.push(step.ratios(&cp));
+                up = step.show(Some(&cp));
             }
             daemon_rss_after_up = daemon_rss_after_up.max(vm_hwm_kib(&pid));
             client_rss_after_up = client_rss_after_up.max(vm_hwm_kib("self"));
         }
         let mut down = String::from("-");
         if only != "up" {
-            settle();
-            let c = both_cpu(&pid);
-            let t = Instant::now();
-            let n = fs.read_to_file(remote, &back).await?;
-            let down_secs = t.elapsed().as_secs_f64();
-            let down_cpu = both_cpu(&pid) - c;
-            if n != size || std::fs::metadata(&back)?.len() != size {
+            let step = timed(&pid, &back, || async {
+                if fs.read_to_file(remote, &back).await? != size {
+                    return Err("size mismatch after download".into());
+                }
+                Ok(())
+            })
+            .await?;
+            if std::fs::metadata(&back)?.len() != size {
                 return Err("size mismatch after download".into());
             }
             std::fs::remove_file(&back)?;
-            down_ratios.push(cp_secs / down_secs);
-            down = format!(
-                "{down_secs:.3} ({:.2}, cpu {down_cpu:.2})",
-                cp_secs / down_secs
-            );
+            down_ratios.push(step.ratios(&cp));
+            down = step.show(Some(&cp));
         }
-        println!("{round:>5}  {cp_secs:.3} ({cp_cpu:.2})  {up:<24} {down}");
+        println!("{round:>5}  {:<30} {up:<44} {down}", cp.show(None));
     }
     let daemon_rss = vm_hwm_kib(&pid);
     let client_rss = vm_hwm_kib("self");
@@ -221,12 +293,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "file size           {size_mib} MiB, {rounds} rounds; load {}",
         load()
     );
-    if !up_ratios.is_empty() {
-        println!("upload   ratio vs cp  median {:.2}", median(up_ratios));
-    }
-    if !down_ratios.is_empty() {
-        println!("download ratio vs cp  median {:.2}", median(down_ratios));
-    }
+    let summary = |what: &str, r: &[(f64, f64)]| {
+        if !r.is_empty() {
+            println!(
+                "{what} ratio vs cp  median {:.2} with fsync ({:.2} page cache only)",
+                median(r.iter().map(|x| x.1).collect()),
+                median(r.iter().map(|x| x.0).collect())
+            );
+        }
+    };
+    summary("upload  ", &up_ratios);
+    summary("download", &down_ratios);
     println!(
         "peak RSS daemon     {:.1} MiB (idle {:.1} MiB, after upload {:.1} MiB)",
         daemon_rss as f64 / 1024.0,
