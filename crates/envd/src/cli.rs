@@ -31,8 +31,9 @@ pub struct EnvdArgs {
     /// A user name accepted as the current user (e.g. `user`, which the E2B SDKs assume).
     #[arg(long)]
     pub user_alias: Option<String>,
-    /// Confine the file API (Filesystem RPCs and /files) to this directory: paths resolving
-    /// outside it (after `..` and symlinks) are refused. Off by default, as in envd.
+    /// Confine the file API (Filesystem RPCs and /files) and the working directory of new
+    /// commands to this directory: paths resolving outside it (after `..` and symlinks) are
+    /// refused. Commands still run unconfined. Off by default, as in envd.
     #[arg(long, env = "E2B_ENVD_ROOT")]
     pub root: Option<PathBuf>,
     /// envd version to report in X-Envd-Version.

@@ -439,3 +439,48 @@ async fn exited_process_is_kept_for_late_connect() {
         .unwrap();
     assert_eq!(err.code(), tonic::Code::NotFound);
 }
+
+#[tokio::test]
+async fn root_confines_the_working_directory() {
+    let root = tempfile::tempdir().unwrap();
+    let inside = root.path().join("work");
+    std::fs::create_dir(&inside).unwrap();
+    let rp = root.path().to_path_buf();
+    let wd = inside.clone();
+    let envd = e2b_test_support::spawn_envd_with(move |mut c| {
+        c.root = Some(rp);
+        c.default_workdir = Some(wd);
+        c
+    })
+    .await;
+    let mut c = h2c(&envd).await;
+    let outside = tempfile::tempdir().unwrap();
+    for cwd in [
+        outside.path().display().to_string(),
+        format!("{}/..", root.path().display()),
+        "/".to_string(),
+    ] {
+        let mut r = bash("pwd");
+        r.process.as_mut().unwrap().cwd = Some(cwd.clone());
+        let e = c.start(req(&envd, r)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{cwd}");
+        assert!(e.message().contains("outside the daemon's root"), "{e:?}");
+    }
+    // Inside the root (explicitly, and the default workdir) commands start.
+    let mut r = bash("pwd");
+    r.process.as_mut().unwrap().cwd = Some(inside.display().to_string());
+    let got = collect(c.start(req(&envd, r)).await.unwrap().into_inner(), |m| {
+        m.event
+    })
+    .await;
+    assert_eq!(
+        String::from_utf8_lossy(&got.stdout).trim(),
+        inside.display().to_string()
+    );
+    let got = collect(
+        c.start(req(&envd, bash("pwd"))).await.unwrap().into_inner(),
+        |m| m.event,
+    )
+    .await;
+    assert_eq!(got.end.unwrap().exit_code, 0);
+}

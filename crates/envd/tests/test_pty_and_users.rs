@@ -242,3 +242,94 @@ async fn runs_as_the_basic_auth_user_when_root() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!alive(grandchild));
 }
+
+/// The daemon binary running as an ordinary user: it runs commands only as that user, accepts
+/// the configured alias (`user`, which the E2B SDKs send) for it, and refuses other names.
+/// As root the test drops the daemon to `nobody` with `setpriv`; otherwise it runs as is.
+#[tokio::test]
+async fn not_root_runs_only_as_itself_and_its_alias() {
+    use std::io::BufRead as _;
+    let workdir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        workdir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_e2b-envd");
+    let daemon_args = [
+        "--port",
+        "0",
+        "--user-alias",
+        "user",
+        "--default-workdir",
+        workdir.path().to_str().unwrap(),
+    ];
+    let (mut cmd, expected) = if nix::unistd::Uid::effective().is_root() {
+        let nobody = nix::unistd::User::from_name("nobody")
+            .unwrap()
+            .expect("this test drops the daemon to the 'nobody' account, which is missing");
+        let mut cmd = std::process::Command::new("setpriv");
+        cmd.args([
+            format!("--reuid={}", nobody.uid),
+            format!("--regid={}", nobody.gid),
+            "--clear-groups".to_string(),
+            "--".to_string(),
+            bin.to_string(),
+        ]);
+        (cmd, nobody.name)
+    } else {
+        let me = nix::unistd::User::from_uid(nix::unistd::Uid::effective())
+            .unwrap()
+            .expect("the current user has no passwd entry");
+        (std::process::Command::new(bin), me.name)
+    };
+    /// Kills the daemon however the test ends.
+    struct Daemon(std::process::Child);
+    impl Drop for Daemon {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut daemon = Daemon(
+        cmd.args(daemon_args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start e2b-envd (as root this needs `setpriv` from util-linux)"),
+    );
+    let mut line = String::new();
+    std::io::BufReader::new(daemon.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().to_string();
+    let ch = tonic::transport::Endpoint::from_shared(url)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut c = e2b_envd_proto::process::process_client::ProcessClient::new(ch);
+    let run_as = |name: Option<&str>| {
+        let mut r = tonic::Request::new(bash("id -un"));
+        if let Some(name) = name {
+            let auth = format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{name}:"))
+            );
+            r.metadata_mut()
+                .insert("authorization", auth.parse().unwrap());
+        }
+        r
+    };
+    for name in [None, Some("user"), Some(expected.as_str())] {
+        let s = c.start(run_as(name)).await.unwrap().into_inner();
+        let got = collect(s, |m| m.event).await;
+        assert_eq!(
+            String::from_utf8_lossy(&got.stdout).trim(),
+            expected,
+            "as {name:?}"
+        );
+    }
+    let other = if expected == "root" { "daemon" } else { "root" };
+    let e = c.start(run_as(Some(other))).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+}

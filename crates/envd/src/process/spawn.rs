@@ -57,6 +57,9 @@ pub(crate) fn resolve_cwd(
     let path = state
         .resolve_path(user, raw)
         .map_err(Status::invalid_argument)?;
+    // With `--root`, a command may not start outside it (it still runs unconfined: the root
+    // guards paths the API is given, not what the command does).
+    crate::filesystem::paths::confine(state.root(), &path).map_err(|e| e.into_status())?;
     if !path.is_dir() {
         return Err(Status::invalid_argument(format!(
             "cwd '{}' does not exist",
