@@ -199,18 +199,19 @@ impl Filesystem {
             .map_err(|e| FilesystemError::Protocol(format!("'{path}' is not UTF-8 text: {e}")))
     }
 
-    /// Downloads a file straight into a local file, streaming (written on a blocking thread
-    /// through a bounded channel, in ~1 MiB `writev` batches). Returns the bytes written.
+    /// Downloads a file straight into a local file, streaming (each received chunk is copied
+    /// into one of a few recycled 256 KiB buffers, written on a blocking thread). Returns the
+    /// bytes written. On a failed download the bytes received so far are left in the file.
     pub async fn read_to_file(&self, path: &str, local: impl AsRef<Path>) -> Result<u64> {
         let mut stream = self.read_stream(path).await?;
         let file = std::fs::File::create(local.as_ref())?;
-        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(local_io::WRITE_DEPTH);
-        let writer = tokio::task::spawn_blocking(move || local_io::write_chunks(file, rx));
+        let mut sink = local_io::FileSink::start(file);
         let mut failure = None;
         while let Some(chunk) = stream.next().await {
             match chunk {
                 Ok(c) => {
-                    if tx.send(c).await.is_err() {
+                    // A stopped writer's error comes from `finish`.
+                    if sink.write(c).await.is_err() {
                         break;
                     }
                 }
@@ -220,10 +221,7 @@ impl Filesystem {
                 }
             }
         }
-        drop(tx);
-        let written = writer
-            .await
-            .map_err(|e| FilesystemError::Io(std::io::Error::other(e.to_string())))??;
+        let written = sink.finish().await?;
         match failure {
             Some(f) => Err(f),
             None => Ok(written),
