@@ -109,3 +109,193 @@ async fn drop_kills_processes() {
     }
     assert!(!alive(pid));
 }
+
+/// One raw gRPC call over h2c: returns the HTTP status, the `grpc-status` (from the headers of
+/// a trailers-only response or from the trailers) and the `grpc-message`.
+async fn raw_grpc(
+    envd: &TestEnvd,
+    path: &str,
+    body: Vec<u8>,
+    headers: &[(&str, &str)],
+) -> (u16, Option<String>, String) {
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+    let channel = tonic::transport::Endpoint::from_shared(envd.url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut req = http::Request::builder()
+        .method("POST")
+        .uri(format!("{}{path}", envd.url()))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("x-access-token", envd.access_token().unwrap());
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req
+        .body(tonic::body::Body::new(http_body_util::Full::new(
+            bytes::Bytes::from(body),
+        )))
+        .unwrap();
+    let resp = channel.oneshot(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let mut fields = resp.headers().clone();
+    let collected = tokio::time::timeout(Duration::from_secs(10), resp.into_body().collect())
+        .await
+        .expect("the response ended")
+        .unwrap();
+    if let Some(t) = collected.trailers() {
+        fields.extend(t.clone());
+    }
+    let get = |k: &str| fields.get(k).map(|v| v.to_str().unwrap().to_string());
+    let message = get("grpc-message")
+        .map(|m| percent_decode(&m))
+        .unwrap_or_default();
+    (status, get("grpc-status"), message)
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn envelope(flags: u8, msg: &[u8]) -> Vec<u8> {
+    let mut v = vec![flags];
+    v.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+    v.extend_from_slice(msg);
+    v
+}
+
+/// Server streams over gRPC are framed by the daemon itself: every malformed request gets a
+/// typed status (trailers-only, HTTP 200) and the daemon keeps serving.
+#[tokio::test]
+async fn malformed_grpc_stream_requests_get_typed_statuses() {
+    let envd = spawn_envd_with(|mut c| {
+        c.max_message_bytes = 1024;
+        c
+    })
+    .await;
+    let start = "/process.Process/Start";
+    // (name, request body, extra headers, expected grpc-status, text in grpc-message)
+    type Case = (
+        &'static str,
+        Vec<u8>,
+        Vec<(&'static str, &'static str)>,
+        &'static str,
+        &'static str,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "truncated header",
+            vec![0, 0, 0],
+            vec![],
+            "3",
+            "incomplete envelope",
+        ),
+        (
+            "short message",
+            {
+                let mut v = envelope(0, &[0; 10]);
+                v[4] = 100;
+                v
+            },
+            vec![],
+            "3",
+            "promised 100 bytes",
+        ),
+        (
+            "compressed flag",
+            envelope(1, b"x"),
+            vec![],
+            "13",
+            "compressed message",
+        ),
+        (
+            "gzip request",
+            envelope(0, b""),
+            vec![("grpc-encoding", "gzip")],
+            "12",
+            "gzip",
+        ),
+        (
+            "not protobuf",
+            envelope(0, &[0xff, 0xff, 0xff]),
+            vec![],
+            "3",
+            "unmarshal protobuf",
+        ),
+        (
+            "too large",
+            envelope(0, &[0; 2048]),
+            vec![],
+            "8",
+            "larger than",
+        ),
+        (
+            "two messages",
+            [envelope(0, b""), envelope(0, b"")].concat(),
+            vec![],
+            "3",
+            "exactly one message",
+        ),
+    ];
+    for (name, body, headers, code, text) in cases {
+        let (http, status, message) = raw_grpc(&envd, start, body, &headers).await;
+        assert_eq!(http, 200, "{name}");
+        assert_eq!(status.as_deref(), Some(code), "{name}: {message}");
+        assert!(message.contains(text), "{name}: {message:?}");
+    }
+    // A good request on the same path still works, with its status in the trailers.
+    let mut good = prost::Message::encode_to_vec(&bash("printf ok"));
+    good = envelope(0, &good);
+    let (http, status, _) = raw_grpc(&envd, start, good, &[]).await;
+    assert_eq!((http, status.as_deref()), (200, Some("0")));
+    let mut c = h2c(&envd).await;
+    c.list(req_list(&envd)).await.unwrap();
+}
+
+/// A `Start` that arrives while the daemon shuts down is refused as `unavailable` (the client
+/// may retry elsewhere) and starts nothing.
+#[tokio::test]
+async fn start_during_shutdown_is_unavailable() {
+    let envd = spawn_envd().await;
+    let token = envd.access_token().unwrap();
+    // Outside the daemon's workdir, which goes away with it.
+    let markers = tempfile::tempdir().unwrap();
+    let marker = markers.path().join("started-during-shutdown");
+    let mut c = h2c(&envd).await;
+    // Keep the connection busy with a running command, so shutdown has something to reap.
+    let mut s = c
+        .start(req(&envd, bash("sleep 1000")))
+        .await
+        .unwrap()
+        .into_inner();
+    s.message().await.unwrap().unwrap();
+    let shutdown = tokio::spawn(envd.shutdown());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut r = tonic::Request::new(bash(&format!("touch {}", marker.display())));
+    r.metadata_mut()
+        .insert("x-access-token", token.parse().unwrap());
+    match c.start(r).await {
+        Ok(_) => panic!("a Start during shutdown was accepted"),
+        Err(e) => assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}"),
+    }
+    shutdown.await.unwrap();
+    assert!(!marker.exists());
+}
