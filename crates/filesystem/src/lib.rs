@@ -205,7 +205,7 @@ impl Filesystem {
     pub async fn read_to_file(&self, path: &str, local: impl AsRef<Path>) -> Result<u64> {
         let mut stream = self.read_stream(path).await?;
         let file = std::fs::File::create(local.as_ref())?;
-        let mut sink = local_io::FileSink::start(file);
+        let mut sink = local_io::file_sink(file);
         let mut failure = None;
         while let Some(chunk) = stream.next().await {
             match chunk {

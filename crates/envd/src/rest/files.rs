@@ -30,7 +30,7 @@ use futures::{Stream, StreamExt as _};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 
 use super::files_auth::{self, FilesQuery, Refusal};
-use super::files_io::{self, FileSink, GZIP_ERROR_PREFIX};
+use super::files_io::{self, GZIP_ERROR_PREFIX};
 use super::json_error;
 use crate::filesystem::entry::{METADATA_PREFIX, entry_info};
 use crate::filesystem::paths::{self, PathError, make_dirs};
@@ -759,7 +759,7 @@ where
             let _ = std::fs::remove_file(t);
         }
     };
-    let mut sink = FileSink::start(staged.file);
+    let mut sink = files_io::file_sink(staged.file);
     let mut chunks = std::pin::pin!(chunks);
     let mut failure: Option<UploadError> = None;
     while let Some(item) = chunks.next().await {

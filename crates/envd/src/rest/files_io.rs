@@ -8,11 +8,11 @@
 //! between; uploads copy each received chunk into recycled 512 KiB buffers at once (so the HTTP
 //! layer can reuse its receive buffer, see [`FileSink`]) and write each with one `write`.
 
-use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Read, Seek as _, SeekFrom, Write};
 
 use bytes::{Bytes, BytesMut};
+use e2b_file_io::{FileSink, Recycler};
 use futures::{Stream, StreamExt as _};
 use tokio::sync::mpsc;
 
@@ -29,50 +29,11 @@ const READ_CHUNK: usize = 1024 * 1024;
 const WRITE_BATCH: usize = 512 * 1024;
 /// Chunks in flight between a blocking thread and the async side.
 const DEPTH: usize = 4;
+/// Read buffers kept for reuse.
+const RECYCLE_KEEP: usize = DEPTH + 4;
 
 fn rx_stream<T: Send + 'static>(rx: mpsc::Receiver<T>) -> impl Stream<Item = T> + Send + 'static {
     futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (v, rx)) })
-}
-
-/// Buffers handed to the HTTP layer come back here once they have been written and dropped,
-/// so a long download reuses a handful of allocations instead of making (and page-faulting)
-/// one per chunk. A buffer still in use is simply not reused: memory stays bounded by
-/// [`Recycler::KEEP`] plus the chunks in flight.
-struct Recycler {
-    out: VecDeque<Bytes>,
-    size: usize,
-}
-
-impl Recycler {
-    const KEEP: usize = DEPTH + 4;
-
-    fn new(size: usize) -> Self {
-        Self {
-            out: VecDeque::with_capacity(Self::KEEP),
-            size,
-        }
-    }
-
-    /// An empty buffer with room for `size` bytes.
-    fn take(&mut self) -> Vec<u8> {
-        if self.out.front().is_some_and(Bytes::is_unique) {
-            if let Some(Ok(mut m)) = self.out.pop_front().map(Bytes::try_into_mut) {
-                m.clear();
-                let v = Vec::from(m);
-                if v.capacity() >= self.size {
-                    return v;
-                }
-            }
-        } else if self.out.len() >= Self::KEEP {
-            self.out.pop_front();
-        }
-        Vec::with_capacity(self.size)
-    }
-
-    /// Remembers a buffer being sent, to take it back later.
-    fn track(&mut self, b: &Bytes) {
-        self.out.push_back(b.clone());
-    }
 }
 
 /// Reads up to `want` bytes into `buf` (empty, with room for `want`), without zero-filling
@@ -135,7 +96,7 @@ where
     let segments = segments.into_iter();
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(DEPTH);
     tokio::task::spawn_blocking(move || {
-        let mut pool = Recycler::new(chunk.clamp(1, READ_CHUNK));
+        let mut pool = Recycler::new(chunk.clamp(1, READ_CHUNK), RECYCLE_KEEP);
         // Where the file's offset is, so consecutive ranges need no seek.
         let mut pos = 0u64;
         for segment in segments {
@@ -157,7 +118,7 @@ where
             }
             let mut left = len;
             while left > 0 {
-                let want = left.min(pool.size as u64) as usize;
+                let want = left.min(pool.size() as u64) as usize;
                 let mut buf = pool.take();
                 let start = buf.len();
                 if let Err(e) = read_into(&mut file, &mut buf, want) {
@@ -327,117 +288,10 @@ where
     rx_stream(out_rx)
 }
 
-/// A batch on its way to the writer thread.
-enum Batch {
-    /// One of the sink's own buffers, filled by copying received chunks; it goes back to the
-    /// sink once written, to be filled again.
-    Owned(Vec<u8>),
-    /// A chunk of at least [`WRITE_BATCH`] bytes, written as it is.
-    Shared(Bytes),
-}
-
-/// Writes the batches arriving on `rx` to `file`, one `write` each, handing emptied buffers
-/// back on `free`. Returns the bytes written.
-fn write_batches(
-    mut file: File,
-    mut rx: mpsc::Receiver<Batch>,
-    free: std::sync::mpsc::Sender<Vec<u8>>,
-) -> io::Result<u64> {
-    let mut total = 0u64;
-    while let Some(batch) = rx.blocking_recv() {
-        match batch {
-            Batch::Owned(mut buf) => {
-                file.write_all(&buf)?;
-                total += buf.len() as u64;
-                buf.clear();
-                let _ = free.send(buf);
-            }
-            Batch::Shared(b) => {
-                file.write_all(&b)?;
-                total += b.len() as u64;
-            }
-        }
-    }
-    Ok(total)
-}
-
-/// A file being written on a blocking thread. Send chunks with [`FileSink::write`], then
-/// [`FileSink::finish`]; dropping it without finishing abandons the write.
-///
-/// Received chunks are copied into a few recycled [`WRITE_BATCH`]-sized buffers and dropped
-/// at once, rather than queued as they are: a chunk of a request body shares the HTTP layer's
-/// receive buffer, and holding it while the disk catches up makes that layer allocate a fresh
-/// buffer for every read, which the allocator hands back to the kernel once freed, so every
-/// page of the body was page-faulted and zeroed before the socket data was copied into it
-/// (about 30 % of the daemon's CPU time on a 1 GiB upload). One extra copy in user space
-/// is cheaper than that, and each batch is then one contiguous `write`.
-pub(crate) struct FileSink {
-    tx: Option<mpsc::Sender<Batch>>,
-    /// Buffers the writer has emptied.
-    free: std::sync::mpsc::Receiver<Vec<u8>>,
-    /// The batch being filled (no capacity until the first byte arrives).
-    cur: Vec<u8>,
-    done: tokio::task::JoinHandle<io::Result<u64>>,
-}
-
-impl FileSink {
-    /// Starts writing to `file` (in batches of [`WRITE_BATCH`] bytes).
-    pub(crate) fn start(file: File) -> Self {
-        let (tx, rx) = mpsc::channel::<Batch>(DEPTH);
-        let (free_tx, free) = std::sync::mpsc::channel();
-        let done = tokio::task::spawn_blocking(move || write_batches(file, rx, free_tx));
-        Self {
-            tx: Some(tx),
-            free,
-            cur: Vec::new(),
-            done,
-        }
-    }
-
-    async fn send(&mut self, batch: Batch) -> Result<(), ()> {
-        match &self.tx {
-            Some(tx) => tx.send(batch).await.map_err(|_| ()),
-            None => Err(()),
-        }
-    }
-
-    /// Queues a chunk. Fails when the writer already stopped (its error comes from `finish`).
-    pub(crate) async fn write(&mut self, chunk: Bytes) -> Result<(), ()> {
-        if self.cur.is_empty() && chunk.len() >= WRITE_BATCH {
-            return self.send(Batch::Shared(chunk)).await;
-        }
-        let mut data = &chunk[..];
-        while !data.is_empty() {
-            if self.cur.capacity() == 0 {
-                self.cur = self
-                    .free
-                    .try_recv()
-                    .unwrap_or_else(|_| Vec::with_capacity(WRITE_BATCH));
-            }
-            let n = (WRITE_BATCH - self.cur.len()).min(data.len());
-            self.cur.extend_from_slice(&data[..n]);
-            data = &data[n..];
-            if self.cur.len() >= WRITE_BATCH {
-                let full = std::mem::take(&mut self.cur);
-                self.send(Batch::Owned(full)).await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes what is left, closes the input and waits for every byte to reach the file.
-    pub(crate) async fn finish(mut self) -> io::Result<u64> {
-        if !self.cur.is_empty() {
-            let last = std::mem::take(&mut self.cur);
-            // A failed send means the writer stopped; its result says why.
-            let _ = self.send(Batch::Owned(last)).await;
-        }
-        self.tx = None;
-        match (&mut self.done).await {
-            Ok(r) => r,
-            Err(e) => Err(io::Error::other(format!("file writer failed: {e}"))),
-        }
-    }
+/// Starts writing an upload to `file` in [`WRITE_BATCH`]-sized batches (see
+/// [`e2b_file_io::FileSink`] for why received chunks are copied into recycled buffers).
+pub(crate) fn file_sink(file: File) -> FileSink {
+    FileSink::start(file, WRITE_BATCH, DEPTH)
 }
 
 #[cfg(test)]
@@ -477,32 +331,6 @@ mod tests {
         // A length past the end stops at the end.
         let got = collect(read_stream(File::open(&p)?, 0, size as u64 + 1000)).await?;
         assert_eq!(got, data);
-        Ok(())
-    }
-
-    #[tokio::test]
-    async fn file_sink_writes_batches() -> io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let data = pattern(WRITE_BATCH * 3 + 77);
-        let p = dir.path().join("out");
-        // Small chunks are copied into batches; a chunk of a whole batch or more that arrives
-        // at a batch boundary is written as it is; both in order.
-        for sizes in [&[65_537][..], &[WRITE_BATCH * 2 + 5, 7, WRITE_BATCH, 1][..]] {
-            let mut sink = FileSink::start(File::create(&p)?);
-            let mut rest = &data[..];
-            for n in sizes.iter().cycle() {
-                if rest.is_empty() {
-                    break;
-                }
-                let (piece, tail) = rest.split_at((*n).min(rest.len()));
-                rest = tail;
-                sink.write(Bytes::copy_from_slice(piece))
-                    .await
-                    .map_err(|()| io::Error::other("writer stopped"))?;
-            }
-            assert_eq!(sink.finish().await?, data.len() as u64);
-            assert_eq!(std::fs::read(&p)?, data, "chunk sizes {sizes:?}");
-        }
         Ok(())
     }
 }
