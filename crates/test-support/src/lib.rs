@@ -96,3 +96,38 @@ pub async fn spawn_envd_open() -> TestEnvd {
     })
     .await
 }
+
+/// Makes sure the local account `name` exists (with a home under `/home`), creating it with
+/// `useradd` when the tests run as root, and returns its home directory. Tests that run
+/// commands as another user call this in their setup, as the E2B SDK suites do, instead of
+/// needing the account made by hand.
+///
+/// # Panics
+///
+/// When the account is missing and cannot be created (not root, or no `useradd`): the test
+/// fails with a message saying what is missing, rather than passing without running.
+pub fn ensure_user_account(name: &str) -> std::path::PathBuf {
+    let home = |name: &str| -> Option<std::path::PathBuf> {
+        let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+        passwd.lines().find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.first() == Some(&name) && f.len() > 5).then(|| std::path::PathBuf::from(f[5]))
+        })
+    };
+    if let Some(h) = home(name) {
+        return h;
+    }
+    let status = std::process::Command::new("useradd")
+        .args(["--create-home", "--shell", "/bin/bash", name])
+        .status();
+    // Another test may have created it meanwhile: look again before failing.
+    match (home(name), status) {
+        (Some(h), _) => h,
+        (None, Ok(s)) => panic!(
+            "missing: the local account '{name}', and `useradd {name}` failed ({s}); this test needs root to create it"
+        ),
+        (None, Err(e)) => panic!(
+            "missing: the local account '{name}', and `useradd` could not run ({e}); this test needs root and useradd"
+        ),
+    }
+}
