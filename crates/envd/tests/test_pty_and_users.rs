@@ -6,7 +6,6 @@ mod common;
 
 use std::time::Duration;
 
-use base64::Engine as _;
 use common::*;
 use e2b_envd_proto::process::process_event::{Event, data_event::Output};
 use e2b_envd_proto::process::{
@@ -209,12 +208,8 @@ async fn runs_as_the_basic_auth_user_when_root() {
     let mut start = bash("id -u; id -g; echo $USER $HOME; sleep 1000 & echo $!; wait");
     start.process.as_mut().unwrap().cwd = Some("/".into());
     let mut r = req(&envd, start);
-    let auth = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode("nobody:")
-    );
     r.metadata_mut()
-        .insert("authorization", auth.parse().unwrap());
+        .insert("authorization", basic_auth("nobody").parse().unwrap());
     let mut s = c.start(r).await.unwrap().into_inner();
     let mut got = Collected::default();
     while String::from_utf8_lossy(&got.stdout).lines().count() < 4 {
@@ -310,12 +305,8 @@ async fn not_root_runs_only_as_itself_and_its_alias() {
     let run_as = |name: Option<&str>| {
         let mut r = tonic::Request::new(bash("id -un"));
         if let Some(name) = name {
-            let auth = format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(format!("{name}:"))
-            );
             r.metadata_mut()
-                .insert("authorization", auth.parse().unwrap());
+                .insert("authorization", basic_auth(name).parse().unwrap());
         }
         r
     };

@@ -183,13 +183,9 @@ async fn open_daemon_and_configured_version() {
 
 #[tokio::test]
 async fn unknown_basic_auth_user_is_unauthenticated() {
-    use base64::Engine as _;
     let envd = spawn_envd().await;
     let c = ConnectClient::new(&envd);
-    let auth = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode("no-such-user-xyz:")
-    );
+    let auth = basic_auth("no-such-user-xyz");
     let body = envelope(0, serde_json::to_string(&bash("true")).unwrap().as_bytes());
     let (s, env) = c
         .stream("/process.Process/Start", &body, &[("authorization", &auth)])

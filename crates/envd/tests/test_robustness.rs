@@ -150,36 +150,11 @@ async fn raw_grpc(
         fields.extend(t.clone());
     }
     let get = |k: &str| fields.get(k).map(|v| v.to_str().unwrap().to_string());
-    let message = get("grpc-message")
-        .map(|m| percent_decode(&m))
+    // tonic's own parser percent-decodes `grpc-message`.
+    let message = tonic::Status::from_header_map(&fields)
+        .map(|st| st.message().to_string())
         .unwrap_or_default();
     (status, get("grpc-status"), message)
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && i + 2 < b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
-        {
-            out.push(v);
-            i += 3;
-            continue;
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn envelope(flags: u8, msg: &[u8]) -> Vec<u8> {
-    let mut v = vec![flags];
-    v.extend_from_slice(&(msg.len() as u32).to_be_bytes());
-    v.extend_from_slice(msg);
-    v
 }
 
 /// Server streams over gRPC are framed by the daemon itself: every malformed request gets a

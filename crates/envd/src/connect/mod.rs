@@ -257,13 +257,8 @@ impl ConnectRouter {
                 }
             }
             Method::ServerStream(f) => {
-                let result = async {
-                    let bytes = read_body(body, self.max_message_bytes.saturating_add(5)).await?;
-                    let message = parse_single_envelope(&bytes, self.max_message_bytes)?;
-                    with_deadline(deadline, f(metadata, message, codec)).await
-                }
-                .await;
-                match result {
+                let call = self.call_server_stream(&f, metadata, body, codec);
+                match with_deadline(deadline, call).await {
                     Ok(stream) => stream_response(codec, stream, deadline),
                     Err(status) => stream_error_response(codec, &status),
                 }
@@ -301,16 +296,26 @@ impl ConnectRouter {
             return grpc::error_response(&status);
         }
         let metadata = MetadataMap::from_headers(parts.headers);
-        let result = async {
-            let bytes = read_body(body, self.max_message_bytes.saturating_add(5)).await?;
-            let message = parse_single_envelope(&bytes, self.max_message_bytes)?;
-            f(metadata, message, Codec::Proto).await
-        }
-        .await;
-        match result {
+        match self
+            .call_server_stream(&f, metadata, body, Codec::Proto)
+            .await
+        {
             Ok(stream) => grpc::stream_response(stream),
             Err(status) => grpc::error_response(&status),
         }
+    }
+
+    /// Reads a server-streaming request (exactly one enveloped message) and calls `f` with it.
+    async fn call_server_stream(
+        &self,
+        f: &ServerStreamFn,
+        metadata: MetadataMap,
+        body: Body,
+        codec: Codec,
+    ) -> Result<ByteStream, Status> {
+        let bytes = read_body(body, self.max_message_bytes.saturating_add(5)).await?;
+        let message = parse_single_envelope(&bytes, self.max_message_bytes)?;
+        f(metadata, message, codec).await
     }
 
     fn error_for(&self, streaming: bool, codec: Codec, status: Status) -> Response<Body> {

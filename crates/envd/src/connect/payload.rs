@@ -7,6 +7,7 @@
 //! into an encode buffer on its way from the pipe read to the socket.
 
 use bytes::{BufMut as _, Bytes, BytesMut};
+use prost::encoding::{encode_varint, encoded_len_varint};
 
 use super::ConnectMessage;
 
@@ -50,20 +51,6 @@ impl Encoded {
     }
 }
 
-/// Appends `v` as a protobuf varint.
-pub(crate) fn put_varint(buf: &mut BytesMut, mut v: u64) {
-    while v >= 0x80 {
-        buf.put_u8((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    buf.put_u8(v as u8);
-}
-
-fn varint_len(v: u64) -> usize {
-    // 1 byte per started group of 7 bits; 0 takes one byte.
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
-}
-
 /// The encoding prefix of `payload` as the length-delimited field path `fields` (outermost
 /// first), each level a message holding only the next: tag and length per level, innermost
 /// last. `prefix ++ payload` is what prost writes for the same nesting.
@@ -72,12 +59,12 @@ pub(crate) fn nested_bytes_prefix(fields: &[u32], payload_len: usize) -> Bytes {
     let mut len = payload_len as u64;
     for &field in fields.iter().rev() {
         lens.push(len);
-        len += varint_len(u64::from(field << 3 | 2)) as u64 + varint_len(len) as u64;
+        len += (encoded_len_varint(u64::from(field << 3 | 2)) + encoded_len_varint(len)) as u64;
     }
     let mut buf = BytesMut::with_capacity(fields.len() * 6);
     for (&field, &len) in fields.iter().zip(lens.iter().rev()) {
-        put_varint(&mut buf, u64::from(field << 3 | 2));
-        put_varint(&mut buf, len);
+        encode_varint(u64::from(field << 3 | 2), &mut buf);
+        encode_varint(len, &mut buf);
     }
     buf.freeze()
 }
@@ -85,24 +72,6 @@ pub(crate) fn nested_bytes_prefix(fields: &[u32], payload_len: usize) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn varint_lengths() {
-        for (v, n) in [
-            (0u64, 1usize),
-            (1, 1),
-            (127, 1),
-            (128, 2),
-            (16_383, 2),
-            (16_384, 3),
-            (u64::MAX, 10),
-        ] {
-            assert_eq!(varint_len(v), n, "{v}");
-            let mut b = BytesMut::new();
-            put_varint(&mut b, v);
-            assert_eq!(b.len(), n, "{v}");
-        }
-    }
 
     #[test]
     fn envelope_frames() {

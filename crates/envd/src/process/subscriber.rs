@@ -67,11 +67,18 @@ impl SubTx {
 
     /// Waits until at most `queued` events wait in the queue (or the subscriber is gone).
     pub(crate) async fn wait_drained(&self, queued: usize) {
-        let room = SUBSCRIBER_BUFFER.saturating_sub(queued);
-        if self.tx.capacity() < room {
+        if !self.is_drained(queued) {
             // The permits go straight back; holding them only meant "this much room exists".
-            let _ = self.tx.reserve_many(room).await;
+            let _ = self
+                .tx
+                .reserve_many(SUBSCRIBER_BUFFER - queued.min(SUBSCRIBER_BUFFER))
+                .await;
         }
+    }
+
+    /// Whether at most `queued` events wait in the queue now.
+    pub(crate) fn is_drained(&self, queued: usize) -> bool {
+        self.tx.capacity() >= SUBSCRIBER_BUFFER.saturating_sub(queued)
     }
 
     pub(crate) fn is_closed(&self) -> bool {

@@ -81,11 +81,14 @@ impl ProcEntry {
     /// takes all of it as one chunk, so a fast producer yields few, large events (less work
     /// per byte everywhere) while an idle client still gets each write at once.
     async fn wait_for_demand(&self) {
-        let subs: Vec<SubTx> = match &*lock(&self.state) {
-            RunState::Running { subs } => subs.clone(),
+        // Called before every read: only subscribers that are behind are cloned (usually none).
+        let behind: Vec<SubTx> = match &*lock(&self.state) {
+            RunState::Running { subs } => {
+                subs.iter().filter(|s| !s.is_drained(1)).cloned().collect()
+            }
             RunState::Ended(_) => return,
         };
-        for s in &subs {
+        for s in &behind {
             s.wait_drained(1).await;
         }
     }

@@ -177,6 +177,15 @@ impl ConnectClient {
     }
 }
 
+/// The `Authorization` value envd reads the user from: Basic auth with `user` and no password.
+pub fn basic_auth(user: &str) -> String {
+    use base64::Engine as _;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:"))
+    )
+}
+
 /// Frames a message in a Connect envelope.
 pub fn envelope(flags: u8, msg: &[u8]) -> Vec<u8> {
     let mut v = vec![flags];
