@@ -1,14 +1,15 @@
-//! Request round-trip latency to the fake agent: through the sandbox (the real embedded envd,
-//! `start_streaming`; stdin over one open `StreamInput` stream) against the same agent as a
-//! local child process. Prints the load average too: the machine is shared, so compare the
+//! Request round-trip latency to the fake agent: through the sandbox (`Sandbox::local()`, the
+//! real embedded envd; `start_streaming`, stdin over one open `StreamInput` stream), with the
+//! sandbox's clients calling the daemon in-process (the default) and over its loopback port
+//! (h2c, as an external client), against the same agent as a local child process. Prints the load average too: the machine is shared, so compare the
 //! ratio within one run.
 //!
 //! `cargo bench -p e2b-acp --bench latency` (prints a table; no criterion).
 
 use std::time::{Duration, Instant};
 
-use e2b_acp::{AcpOptions, AcpTransport, CommandLine, Commands, LocalProcess};
-use e2b_commands::{EnvdConnection, EnvdEndpoint};
+use e2b::{EnvdConfig, LocalTransport, Sandbox};
+use e2b_acp::{AcpOptions, AcpTransport, CommandLine, LocalProcess};
 
 const FAKE: &str = env!("CARGO_BIN_EXE_fake-acp-agent");
 const WARMUP: usize = 200;
@@ -62,34 +63,38 @@ async fn main() {
     let l = stats(round_trips(&local, ROUNDS, 1_000_000).await);
     let _ = local.stop(Duration::from_secs(5)).await;
 
-    let envd = e2b_test_support::spawn_envd().await;
-    let mut ep = EnvdEndpoint::new(envd.url());
-    if let Some(t) = envd.access_token() {
-        ep = ep.access_token(t);
+    let mut rows = vec![("local child process", l)];
+    for transport in [LocalTransport::InProcess, LocalTransport::Loopback] {
+        let sandbox = match Sandbox::local_with_transport(EnvdConfig::ephemeral(), transport).await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("cannot start the local sandbox: {e}");
+                return;
+            }
+        };
+        let sandboxed = match e2b_acp::start_acp_transport(
+            sandbox.commands(),
+            CommandLine::exec(FAKE, Vec::<String>::new()),
+            AcpOptions::new(),
+        )
+        .await
+        {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("cannot start the sandboxed agent: {e}");
+                return;
+            }
+        };
+        round_trips(&sandboxed, WARMUP, 1).await;
+        let s = stats(round_trips(&sandboxed, ROUNDS, 1_000_000).await);
+        let _ = sandboxed.stop(Duration::from_secs(5)).await;
+        let _ = sandbox.kill().await;
+        rows.push(match transport {
+            LocalTransport::Loopback => ("sandbox, loopback h2c", s),
+            _ => ("sandbox, in-process", s),
+        });
     }
-    let commands = match EnvdConnection::new(ep) {
-        Ok(c) => Commands::new(c),
-        Err(e) => {
-            eprintln!("cannot connect to envd: {e}");
-            return;
-        }
-    };
-    let sandboxed = match e2b_acp::start_acp_transport(
-        &commands,
-        CommandLine::exec(FAKE, Vec::<String>::new()),
-        AcpOptions::new(),
-    )
-    .await
-    {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("cannot start the sandboxed agent: {e}");
-            return;
-        }
-    };
-    round_trips(&sandboxed, WARMUP, 1).await;
-    let s = stats(round_trips(&sandboxed, ROUNDS, 1_000_000).await);
-    let _ = sandboxed.stop(Duration::from_secs(5)).await;
 
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load: Vec<&str> = load.split_whitespace().take(3).collect();
@@ -98,17 +103,14 @@ async fn main() {
         load.join(" ")
     );
     println!("{:<28} {:>10} {:>10} {:>10}", "", "mean", "p50", "p99");
-    println!(
-        "{:<28} {:>10.1} {:>10.1} {:>10.1}",
-        "local child process", l.0, l.1, l.2
-    );
-    println!(
-        "{:<28} {:>10.1} {:>10.1} {:>10.1}",
-        "sandbox (embedded envd)", s.0, s.1, s.2
-    );
-    println!(
-        "ratio sandbox/local: mean {:.2}, p50 {:.2}",
-        s.0 / l.0,
-        s.1 / l.1
-    );
+    for (name, r) in &rows {
+        println!("{name:<28} {:>10.1} {:>10.1} {:>10.1}", r.0, r.1, r.2);
+    }
+    for (name, r) in &rows[1..] {
+        println!(
+            "ratio {name} / local: mean {:.2}, p50 {:.2}",
+            r.0 / l.0,
+            r.1 / l.1
+        );
+    }
 }

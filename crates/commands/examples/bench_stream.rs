@@ -8,7 +8,9 @@
 //!
 //! The daemon runs in a child process (this binary with `serve`) and each measurement in a
 //! fresh client process (this binary with `client`), so each peak RSS (`VmHWM`) is that of one
-//! client alone.
+//! client alone. The `in-process` rows are the exception: that client embeds its own daemon
+//! and calls it without a socket (as `e2b::Sandbox::local()` does), so their peak RSS covers
+//! client and daemon together.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead as _, BufReader, Read as _};
@@ -82,18 +84,31 @@ fn client(args: &[String]) {
     let url = args[0].clone();
     let bytes = parse_size(&args[1]);
     let mode = args[2].clone();
-    let transport = match args.get(3).map(String::as_str) {
-        Some("grpc-web") => Transport::GrpcWeb,
-        _ => Transport::Grpc,
-    };
+    let transport = args.get(3).map(String::as_str).unwrap_or("grpc").to_owned();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
-        let conn = EnvdConnection::new(
-            EnvdEndpoint::new(url)
-                .access_token("bench-token")
-                .transport(transport),
-        )
-        .unwrap();
+        // `in-process`: this process embeds its own daemon and calls it without a socket, as
+        // `e2b::Sandbox::local()` does (the peak RSS then includes the daemon).
+        let mut _daemon = None;
+        let conn = if transport == "in-process" {
+            let config = e2b_envd::EnvdConfig::ephemeral().with_access_token("bench-token");
+            let handle = e2b_envd::Envd::start(config).await.unwrap();
+            let endpoint = EnvdEndpoint::new(handle.url()).access_token("bench-token");
+            let conn = EnvdConnection::with_service(endpoint, handle.local_service()).unwrap();
+            _daemon = Some(handle);
+            conn
+        } else {
+            let transport = match transport.as_str() {
+                "grpc-web" => Transport::GrpcWeb,
+                _ => Transport::Grpc,
+            };
+            EnvdConnection::new(
+                EnvdEndpoint::new(url)
+                    .access_token("bench-token")
+                    .transport(transport),
+            )
+            .unwrap()
+        };
         let commands = Commands::new(conn);
         let cmd = format!("head -c {bytes} /dev/zero");
         let seen = Arc::new(AtomicUsize::new(0));
@@ -195,6 +210,7 @@ fn drive(args: &[String]) {
     for &s in &sizes {
         configs.push((s, "callback", "grpc"));
         configs.push((s, "events", "grpc"));
+        configs.push((s, "callback", "in-process"));
     }
     let smallest = sizes.iter().copied().min().unwrap_or(1 << 30);
     configs.push((smallest, "callback", "grpc-web"));

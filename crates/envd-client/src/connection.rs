@@ -95,14 +95,42 @@ impl EnvdConnection {
     /// Call it inside a Tokio runtime: the channel spawns its connection task there.
     pub fn new(endpoint: EnvdEndpoint) -> Result<Self, EnvdError> {
         let transport = endpoint.resolved_transport();
-        // envd's headers, built once: the channel adds them to every RPC, the REST client has
-        // them as defaults.
-        let base = static_headers(&endpoint)?;
-        let default_headers = base.clone();
         let raw = match transport {
             Transport::GrpcWeb => grpc_web_channel(&endpoint)?,
             _ => h2c_channel(&endpoint)?,
         };
+        Self::build(endpoint, transport, raw)
+    }
+
+    /// A connection whose RPCs go through `channel` instead of a network transport, while REST
+    /// calls (`/files`, `/health`, ...) still go to the endpoint's URL. The channel must speak
+    /// plain gRPC (`application/grpc` bodies, streaming both ways), as an embedded daemon's
+    /// in-process service does (`e2b_envd::EnvdHandle::local_service`, used by the `e2b`
+    /// crate's `Sandbox::local()`); the connection reports [`Transport::Grpc`]. envd's headers
+    /// (access token, user agent, sandbox id) are added to every request as usual.
+    pub fn with_service<S, B>(endpoint: EnvdEndpoint, service: S) -> Result<Self, EnvdError>
+    where
+        S: tower::Service<Request<Body>, Response = Response<B>> + Clone + Send + Sync + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: Send + 'static,
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let channel = service
+            .map_response(|resp: Response<B>| resp.map(Body::new))
+            .map_err(ChannelError::new);
+        Self::build(endpoint, Transport::Grpc, BoxCloneSyncService::new(channel))
+    }
+
+    fn build(
+        endpoint: EnvdEndpoint,
+        transport: Transport,
+        raw: EnvdChannel,
+    ) -> Result<Self, EnvdError> {
+        // envd's headers, built once: the channel adds them to every RPC, the REST client has
+        // them as defaults.
+        let base = static_headers(&endpoint)?;
+        let default_headers = base.clone();
         let channel = BoxCloneSyncService::new(
             ServiceBuilder::new()
                 .map_request(move |mut req: Request<Body>| {

@@ -39,4 +39,4 @@ mod users;
 pub use cli::{EnvdArgs, run_cli};
 pub use config::{DEFAULT_PORT, EnvdConfig, IMPLEMENTED_ENVD_VERSION};
 pub use error::EnvdError;
-pub use server::{Envd, EnvdHandle};
+pub use server::{Envd, EnvdHandle, LocalService};

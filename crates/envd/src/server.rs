@@ -154,6 +154,7 @@ impl Envd {
         let router = Router::new()
             .fallback(move |req: Request<Body>| dispatch(app.clone(), req))
             .layer(cors);
+        let local_router = router.clone();
 
         let listener = tokio::net::TcpListener::bind(config.bind)
             .await
@@ -182,6 +183,10 @@ impl Envd {
             local_addr,
             state,
             table,
+            local: LocalService {
+                router: local_router,
+                shutdown: shutdown_tx.subscribe(),
+            },
             shutdown_tx,
             server: Some(server),
         })
@@ -195,8 +200,64 @@ pub struct EnvdHandle {
     local_addr: SocketAddr,
     state: Arc<State>,
     table: Arc<ProcessTable>,
+    local: LocalService,
     shutdown_tx: watch::Sender<bool>,
     server: Option<JoinHandle<()>>,
+}
+
+/// The daemon as an in-process [`tower::Service`]: every route the port serves (gRPC, gRPC-Web,
+/// Connect, REST), called directly, without a socket or HTTP/2 framing in between. Get it from
+/// [`EnvdHandle::local_service`].
+///
+/// An embedding program's own clients use it to skip the loopback hop (the `e2b` crate's
+/// `Sandbox::local()` does, for its gRPC calls): request and response bodies pass through as
+/// they are, so a streamed response is produced as the caller reads it (the caller's reading is
+/// the flow control) and dropping it is a client disconnect. Access tokens and users are checked
+/// exactly as on the port. After [`EnvdHandle::shutdown`] (or drop) gRPC calls fail with
+/// `unavailable`.
+#[derive(Clone)]
+pub struct LocalService {
+    router: Router,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for LocalService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalService")
+            .field("shut_down", &*self.shutdown.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B> tower::Service<Request<B>> for LocalService
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<tower::BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Response<Body>, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        if *self.shutdown.borrow() {
+            let resp = grpc_error(
+                "application/grpc",
+                tonic::Code::Unavailable,
+                "the sandbox's envd has been shut down",
+            );
+            return Box::pin(std::future::ready(Ok(resp)));
+        }
+        Box::pin(self.router.clone().oneshot(req.map(Body::new)))
+    }
 }
 
 impl EnvdHandle {
@@ -213,6 +274,11 @@ impl EnvdHandle {
     /// The access token currently required (`None` = open). `POST /init` may change it.
     pub fn access_token(&self) -> Option<String> {
         self.state.access_token()
+    }
+
+    /// The daemon as an in-process service (see [`LocalService`]).
+    pub fn local_service(&self) -> LocalService {
+        self.local.clone()
     }
 
     /// The reported envd version.

@@ -37,7 +37,7 @@ pub use env::{
     E2B_SANDBOX_URL, E2B_USER,
 };
 pub use error::SandboxError;
-pub use sandbox::Sandbox;
+pub use sandbox::{LocalTransport, Sandbox};
 
 #[cfg(feature = "local")]
 pub use e2b_envd::EnvdConfig;

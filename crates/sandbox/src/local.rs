@@ -71,6 +71,11 @@ impl LocalDaemon {
         self.handle.as_ref().map_or(0, |h| h.local_addr().port())
     }
 
+    /// The daemon as an in-process service (its gRPC calls skip the loopback socket).
+    pub(crate) fn local_service(&self) -> Option<e2b_envd::LocalService> {
+        self.handle.as_ref().map(EnvdHandle::local_service)
+    }
+
     pub(crate) fn envd_version(&self) -> Option<String> {
         self.handle.as_ref().map(|h| h.envd_version().to_owned())
     }

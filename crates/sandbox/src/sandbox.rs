@@ -8,6 +8,21 @@ use e2b_filesystem::Filesystem;
 use crate::control::{ControlPlane, CreateOptions};
 use crate::error::SandboxError;
 
+/// How a [`Sandbox::local`] sandbox's own clients reach its embedded daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum LocalTransport {
+    /// gRPC calls go straight into the daemon's service in this process: no socket, no HTTP/2
+    /// framing, no connection tasks (the daemon's code, checks and process handling are the
+    /// same). Lower latency and CPU per byte; the default. REST calls (`/files`) still use the
+    /// loopback port.
+    #[default]
+    InProcess,
+    /// Every call goes over the daemon's loopback port (gRPC over h2c), exactly as an external
+    /// client's would.
+    Loopback,
+}
+
 /// One sandbox: an envd and the clients that talk to it.
 ///
 /// Dropping a sandbox from [`Sandbox::local`] stops its daemon and kills every process it
@@ -34,6 +49,16 @@ impl Sandbox {
     /// token gets a random one; without a default workdir, a temporary directory.
     #[cfg(feature = "local")]
     pub async fn local_with(config: e2b_envd::EnvdConfig) -> Result<Sandbox, SandboxError> {
+        Self::local_with_transport(config, LocalTransport::InProcess).await
+    }
+
+    /// Like [`local_with`](Self::local_with), choosing how this sandbox's own clients reach the
+    /// embedded daemon (see [`LocalTransport`]). The daemon serves its loopback port either way.
+    #[cfg(feature = "local")]
+    pub async fn local_with_transport(
+        config: e2b_envd::EnvdConfig,
+        transport: LocalTransport,
+    ) -> Result<Sandbox, SandboxError> {
         let daemon = crate::local::LocalDaemon::start(config).await?;
         let mut endpoint = EnvdEndpoint::new(daemon.url());
         if let Some(t) = daemon.access_token() {
@@ -45,7 +70,12 @@ impl Sandbox {
             endpoint = endpoint.envd_version(v);
         }
         let id = format!("local-{}", daemon.port());
-        let conn = EnvdConnection::new(endpoint)?;
+        let conn = match (transport, daemon.local_service()) {
+            (LocalTransport::InProcess, Some(service)) => {
+                EnvdConnection::with_service(endpoint, service)?
+            }
+            _ => EnvdConnection::new(endpoint)?,
+        };
         Ok(Sandbox {
             id,
             commands: Commands::new(conn.clone()),

@@ -182,3 +182,59 @@ async fn files_and_commands_share_the_sandbox() {
         .collect();
     assert_eq!(names, vec!["hello.txt".to_owned()]);
 }
+
+#[tokio::test]
+async fn both_local_transports_run_stream_stdin_and_files() {
+    use e2b::{EnvdConfig, LocalTransport, OutputCallback};
+    use std::sync::{Arc, Mutex};
+    for transport in [LocalTransport::InProcess, LocalTransport::Loopback] {
+        let sb = Sandbox::local_with_transport(EnvdConfig::ephemeral(), transport)
+            .await
+            .unwrap();
+        let out = sb
+            .commands()
+            .run("echo out; echo err >&2; exit 4", CommandOptions::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            (out.stdout.as_str(), out.stderr.as_str(), out.exit_code),
+            ("out\n", "err\n", 4),
+            "{transport:?}"
+        );
+
+        // A long-lived process: stdin in, output to a callback, nothing retained.
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let h = sb
+            .commands()
+            .start_streaming(
+                "cat",
+                CommandOptions::new()
+                    .stdin(true)
+                    .retain_output(false)
+                    .on_stdout(OutputCallback::bytes(move |b: &[u8]| {
+                        s2.lock().unwrap().extend_from_slice(b)
+                    })),
+            )
+            .await
+            .unwrap();
+        h.send_stdin(b"ping\n".to_vec()).await.unwrap();
+        h.close_stdin().await.unwrap();
+        let end = h.wait().await.unwrap();
+        assert_eq!(end.exit_code, 0, "{transport:?}");
+        assert_eq!(seen.lock().unwrap().as_slice(), b"ping\n", "{transport:?}");
+        assert_eq!(h.retained_len(), 0);
+
+        sb.files()
+            .write("note.txt", b"hello".to_vec())
+            .await
+            .unwrap();
+        let back = sb.files().read("note.txt").await.unwrap();
+        assert_eq!(&back[..], b"hello", "{transport:?}");
+        assert!(
+            sb.files().exists("note.txt").await.unwrap(),
+            "{transport:?}"
+        );
+        sb.kill().await.unwrap();
+    }
+}

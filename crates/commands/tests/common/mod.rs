@@ -28,8 +28,21 @@ pub fn endpoint(envd: &TestEnvd, transport: Transport) -> EnvdEndpoint {
     ep
 }
 
+/// `Commands` over `transport`. With `E2B_TEST_IN_PROCESS` set (scripts/test runs this crate's
+/// suite a second time so), `Transport::Grpc` means the daemon's in-process service instead of
+/// h2c over loopback, as `e2b::Sandbox::local()` uses it.
 pub fn commands_for(envd: &TestEnvd, transport: Transport) -> Commands {
-    Commands::new(EnvdConnection::new(endpoint(envd, transport)).expect("connection"))
+    let ep = endpoint(envd, transport);
+    let conn = if transport == Transport::Grpc && std::env::var_os("E2B_TEST_IN_PROCESS").is_some()
+    {
+        let handle = envd
+            .handle()
+            .expect("E2B_TEST_IN_PROCESS needs the embedded daemon's handle");
+        EnvdConnection::with_service(ep, handle.local_service())
+    } else {
+        EnvdConnection::new(ep)
+    };
+    Commands::new(conn.expect("connection"))
 }
 
 /// Both transports, for tests that must pass on each.

@@ -1,0 +1,114 @@
+//! `EnvdHandle::local_service`: the daemon called in-process, without a socket. The same checks
+//! (access token), the same streams, and `unavailable` once the daemon is shut down.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use e2b_envd_proto::process::process_client::ProcessClient;
+use e2b_envd_proto::process::{
+    ProcessInput, ProcessSelector, StreamInputRequest, process_input, process_selector::Selector,
+    stream_input_request,
+};
+
+#[tokio::test]
+async fn start_streams_output_and_end_in_process() {
+    let envd = spawn_envd().await;
+    let mut c = ProcessClient::new(envd.handle().unwrap().local_service());
+    let s = c
+        .start(req(&envd, bash("echo hello; echo bad >&2; exit 3")))
+        .await
+        .unwrap()
+        .into_inner();
+    let got = collect(s, |m| m.event).await;
+    assert!(got.pid.unwrap() > 0);
+    assert_eq!(got.stdout, b"hello\n");
+    assert_eq!(got.stderr, b"bad\n");
+    assert_eq!(got.end.unwrap().exit_code, 3);
+}
+
+#[tokio::test]
+async fn the_access_token_is_required_in_process_too() {
+    let envd = spawn_envd().await;
+    let mut c = ProcessClient::new(envd.handle().unwrap().local_service());
+    let err = c
+        .start(tonic::Request::new(bash("echo never")))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unauthenticated, "{err:?}");
+}
+
+#[tokio::test]
+async fn client_streamed_stdin_reaches_the_process_in_process() {
+    let envd = spawn_envd().await;
+    let mut c = ProcessClient::new(envd.handle().unwrap().local_service());
+    let mut start = bash("head -c 6");
+    start.stdin = Some(true);
+    let mut s = c.start(req(&envd, start)).await.unwrap().into_inner();
+    // The first event is `start` with the pid.
+    let first = s.message().await.unwrap().unwrap();
+    let pid = match first.event.and_then(|e| e.event) {
+        Some(e2b_envd_proto::process::process_event::Event::Start(st)) => st.pid,
+        other => panic!("expected start, got {other:?}"),
+    };
+    let selector = Some(ProcessSelector {
+        selector: Some(Selector::Pid(pid)),
+    });
+    let msgs = vec![
+        StreamInputRequest {
+            event: Some(stream_input_request::Event::Start(
+                stream_input_request::StartEvent { process: selector },
+            )),
+        },
+        StreamInputRequest {
+            event: Some(stream_input_request::Event::Data(
+                stream_input_request::DataEvent {
+                    input: Some(ProcessInput {
+                        input: Some(process_input::Input::Stdin(bytes::Bytes::from_static(
+                            b"abc",
+                        ))),
+                    }),
+                },
+            )),
+        },
+        StreamInputRequest {
+            event: Some(stream_input_request::Event::Data(
+                stream_input_request::DataEvent {
+                    input: Some(ProcessInput {
+                        input: Some(process_input::Input::Stdin(bytes::Bytes::from_static(
+                            b"def",
+                        ))),
+                    }),
+                },
+            )),
+        },
+    ];
+    c.stream_input(req(&envd, futures::stream::iter(msgs)))
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), collect(s, |m| m.event))
+        .await
+        .expect("the process ends after six bytes of stdin");
+    assert_eq!(got.stdout, b"abcdef");
+    assert_eq!(got.end.unwrap().exit_code, 0);
+}
+
+#[tokio::test]
+async fn calls_after_shutdown_are_unavailable() {
+    let envd = spawn_envd().await;
+    let svc = envd.handle().unwrap().local_service();
+    let token = envd.access_token();
+    envd.shutdown().await;
+    let mut c = ProcessClient::new(svc);
+    let mut r = tonic::Request::new(bash("echo never"));
+    if let Some(t) = token {
+        r.metadata_mut()
+            .insert("x-access-token", t.parse().unwrap());
+    }
+    let err = c.start(r).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+    assert!(err.message().contains("shut down"), "{err:?}");
+}
