@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use e2b_commands::{
-    CommandEvent, CommandOptions, Commands, EnvdConnection, EnvdEndpoint, OutputCallback, Transport,
+    CommandEvent, CommandLine, CommandOptions, Commands, EnvdConnection, EnvdEndpoint,
+    OutputCallback, Transport,
 };
 use futures::StreamExt as _;
 
@@ -110,8 +111,14 @@ fn client(args: &[String]) {
             .unwrap()
         };
         let commands = Commands::new(conn);
-        let cmd = format!("head -c {bytes} /dev/zero");
+        // `head` itself, not through `bash -l -c` (a login shell's start-up would count against
+        // the stream but not against the raw pipe).
+        let cmd = CommandLine::exec(
+            "/usr/bin/head",
+            ["-c".to_owned(), bytes.to_string(), "/dev/zero".to_owned()],
+        );
         let seen = Arc::new(AtomicUsize::new(0));
+        let chunks = Arc::new(AtomicUsize::new(0));
         let t0 = Instant::now();
         let retained = match mode.as_str() {
             "events" => {
@@ -123,12 +130,14 @@ fn client(args: &[String]) {
                 while let Some(ev) = events.next().await {
                     if let CommandEvent::Stdout(b) = ev.unwrap() {
                         seen.fetch_add(b.len(), Ordering::Relaxed);
+                        chunks.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 h.retained_len()
             }
             m => {
                 let s2 = seen.clone();
+                let c2 = chunks.clone();
                 let h = commands
                     .start_streaming(
                         cmd,
@@ -136,6 +145,7 @@ fn client(args: &[String]) {
                             .retain_output(m == "retain")
                             .on_stdout(OutputCallback::bytes(move |b: &[u8]| {
                                 s2.fetch_add(b.len(), Ordering::Relaxed);
+                                c2.fetch_add(1, Ordering::Relaxed);
                             })),
                     )
                     .await
@@ -148,7 +158,15 @@ fn client(args: &[String]) {
         let secs = t0.elapsed().as_secs_f64();
         let n = seen.load(Ordering::Relaxed) as u64;
         assert_eq!(n, bytes, "every byte arrived");
-        println!("{} {:.3} {} {}", n, secs, peak_rss_kib(), retained);
+        let chunks = chunks.load(Ordering::Relaxed).max(1) as u64;
+        println!(
+            "{} {:.3} {} {} {}",
+            n,
+            secs,
+            peak_rss_kib(),
+            retained,
+            n / chunks
+        );
     });
 }
 
@@ -183,7 +201,7 @@ fn drive(args: &[String]) {
     let url = line.trim().to_owned();
     eprintln!("envd (child process) at {url}");
 
-    let run = |bytes: u64, mode: &str, transport: &str| -> (f64, u64, u64) {
+    let run = |bytes: u64, mode: &str, transport: &str| -> (f64, u64, u64, u64) {
         let out = Command::new(&exe)
             .args(["client", &url, &bytes.to_string(), mode, transport])
             .output()
@@ -199,13 +217,14 @@ fn drive(args: &[String]) {
             f[1].parse().unwrap(),
             f[2].parse().unwrap(),
             f[3].parse().unwrap(),
+            f[4].parse().unwrap(),
         )
     };
 
     println!(
-        "| bytes | client | transport | time (s) | MiB/s | raw pipe MiB/s | ratio | client peak RSS (MiB) | retained (MiB) |"
+        "| bytes | client | transport | time (s) | MiB/s | raw pipe MiB/s | ratio | client peak RSS (MiB) | retained (MiB) | KiB per chunk |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut configs: Vec<(u64, &str, &str)> = Vec::new();
     for &s in &sizes {
         configs.push((s, "callback", "grpc"));
@@ -217,7 +236,7 @@ fn drive(args: &[String]) {
     configs.push((smallest, "retain", "grpc"));
     for (bytes, mode, transport) in configs {
         let raw = raw_pipe(bytes);
-        let (secs, rss_kib, retained) = run(bytes, mode, transport);
+        let (secs, rss_kib, retained, chunk) = run(bytes, mode, transport);
         let mib = bytes as f64 / (1 << 20) as f64;
         let label = match mode {
             "callback" => "retain_output(false), bytes callback",
@@ -225,7 +244,7 @@ fn drive(args: &[String]) {
             _ => "retain_output(true), bytes callback",
         };
         println!(
-            "| {} | {} | {} | {:.2} | {:.0} | {:.0} | {:.2} | {:.1} | {:.0} |",
+            "| {} | {} | {} | {:.2} | {:.0} | {:.0} | {:.2} | {:.1} | {:.0} | {:.0} |",
             human(bytes),
             label,
             transport,
@@ -235,6 +254,7 @@ fn drive(args: &[String]) {
             raw / secs,
             rss_kib as f64 / 1024.0,
             retained as f64 / (1 << 20) as f64,
+            chunk as f64 / 1024.0,
         );
     }
     drop(server.stdin.take());

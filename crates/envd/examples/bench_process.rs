@@ -6,7 +6,8 @@
 //! ```
 //!
 //! 1. stdout throughput of `head -c N /dev/zero` streamed to a tonic client over h2c, vs the raw
-//!    `head -c N /dev/zero | cat > /dev/null` pipe (ratio; goal ≥ 0.5);
+//!    `head -c N /dev/zero | cat > /dev/null` pipe (ratio; goal ≥ 0.5), and vs the floor of any
+//!    design with a loopback TCP hop: a bare blocking relay from the pipe to a TCP socket;
 //! 2. `/bin/true` start-to-end latency through the daemon vs spawning `/bin/true` locally
 //!    (ratio; goal ≤ 3×);
 //! 3. many concurrent streaming commands: none fails, every byte arrives; the daemon's peak RSS.
@@ -99,6 +100,51 @@ fn cpu_secs(pid: &str) -> f64 {
     (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
 }
 
+/// The floor for any daemon that forwards a pipe over loopback TCP: `head -c N /dev/zero` into a
+/// 1 MiB pipe, one blocking thread reading 1 MiB chunks and writing them to a TCP socket, one
+/// thread reading them back (no HTTP/2, no gRPC, no async runtime). Returns the elapsed time.
+fn pipe_tcp_relay(bytes: u64) -> Duration {
+    use std::io::{Read as _, Write as _};
+    use std::os::fd::AsRawFd as _;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let t = Instant::now();
+    let receiver = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut total = 0u64;
+        loop {
+            match conn.read(&mut buf).unwrap() {
+                0 => break total,
+                n => total += n as u64,
+            }
+        }
+    });
+    let mut child = Command::new("/usr/bin/head")
+        .args(["-c", &bytes.to_string(), "/dev/zero"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    // SAFETY: F_SETPIPE_SZ on a pipe we own (the daemon sizes its pipes the same way).
+    unsafe {
+        libc::fcntl(out.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
+    }
+    let mut sock = std::net::TcpStream::connect(addr).unwrap();
+    sock.set_nodelay(true).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match out.read(&mut buf).unwrap() {
+            0 => break,
+            n => sock.write_all(&buf[..n]).unwrap(),
+        }
+    }
+    drop(sock);
+    assert_eq!(receiver.join().unwrap(), bytes);
+    child.wait().unwrap();
+    t.elapsed()
+}
+
 async fn channel(url: &str) -> Channel {
     tonic::transport::Endpoint::from_shared(url.to_string())
         .unwrap()
@@ -174,6 +220,14 @@ async fn main() {
         "daemon RSS after throughput: {} kB (peak {} kB)",
         rss_kb(dpid, "VmRSS:"),
         rss_kb(dpid, "VmHWM:")
+    );
+    // After the CPU figures: the relay's threads run in this process.
+    let relay = pipe_tcp_relay(bytes);
+    let relay_rate = mib / relay.as_secs_f64();
+    println!(
+        "floor: a bare blocking pipe -> loopback TCP relay {relay_rate:.0} MiB/s ({relay:?}), ratio to the raw pipe {:.2}; envd h2c / relay {:.2}",
+        relay_rate / raw_rate,
+        stream_rate / relay_rate
     );
 
     // 2. Latency.
