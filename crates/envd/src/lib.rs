@@ -22,6 +22,9 @@
 //! # Ok(()) }
 //! ```
 //!
+//! [`EnvdHandle::local_service`] is the same daemon as an in-process [`tower::Service`]: an
+//! embedding program's own clients (`e2b::Sandbox::local()`) call it without a socket.
+//!
 //! See `docs/envd.md` for the behaviour, the deviations from E2B's envd, and how to plug another
 //! service (the Filesystem service) into the Connect dispatcher and the REST router.
 
