@@ -21,6 +21,9 @@ use crate::process::{ProcessService, ProcessTable};
 use crate::rest::{self, UNAUTHORIZED_MESSAGE, json_error};
 use crate::state::State;
 
+/// What [`LocalService`] answers once the daemon has been shut down.
+const SHUT_DOWN: &str = "the sandbox's envd has been shut down";
+
 /// How long shutdown waits for processes to be reaped and connections to close.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -186,6 +189,7 @@ impl Envd {
             local: LocalService {
                 router: local_router,
                 shutdown: shutdown_tx.subscribe(),
+                runtime: tokio::runtime::Handle::current(),
             },
             shutdown_tx,
             server: Some(server),
@@ -213,12 +217,16 @@ pub struct EnvdHandle {
 /// `Sandbox::local()` does, for its gRPC calls): request and response bodies pass through as
 /// they are, so a streamed response is produced as the caller reads it (the caller's reading is
 /// the flow control) and dropping it is a client disconnect. Access tokens and users are checked
-/// exactly as on the port. After [`EnvdHandle::shutdown`] (or drop) gRPC calls fail with
-/// `unavailable`.
+/// exactly as on the port. Handlers run on the daemon's runtime, whichever runtime calls. After
+/// [`EnvdHandle::shutdown`] (or drop) gRPC calls fail with `unavailable` and other requests get
+/// a 503.
 #[derive(Clone)]
 pub struct LocalService {
     router: Router,
     shutdown: watch::Receiver<bool>,
+    /// The daemon's runtime: handlers run there (the tasks they start, such as a process's
+    /// supervisor, must not live on a caller's runtime that may go away sooner).
+    runtime: tokio::runtime::Handle,
 }
 
 impl std::fmt::Debug for LocalService {
@@ -249,14 +257,32 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         if *self.shutdown.borrow() {
-            let resp = grpc_error(
-                "application/grpc",
-                tonic::Code::Unavailable,
-                "the sandbox's envd has been shut down",
-            );
+            let grpc = req
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|ct| ct.starts_with("application/grpc"));
+            let resp = if grpc {
+                grpc_error("application/grpc", tonic::Code::Unavailable, SHUT_DOWN)
+            } else {
+                json_error(StatusCode::SERVICE_UNAVAILABLE, SHUT_DOWN)
+            };
             return Box::pin(std::future::ready(Ok(resp)));
         }
-        Box::pin(self.router.clone().oneshot(req.map(Body::new)))
+        let handler = self
+            .runtime
+            .spawn(self.router.clone().oneshot(req.map(Body::new)));
+        Box::pin(async move {
+            Ok(match handler.await {
+                Ok(Ok(resp)) => resp,
+                Ok(Err(never)) => match never {},
+                Err(e) => grpc_error(
+                    "application/grpc",
+                    tonic::Code::Internal,
+                    &format!("envd's handler failed: {e}"),
+                ),
+            })
+        })
     }
 }
 

@@ -112,3 +112,83 @@ async fn calls_after_shutdown_are_unavailable() {
     assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
     assert!(err.message().contains("shut down"), "{err:?}");
 }
+
+#[tokio::test]
+async fn rest_after_shutdown_is_503() {
+    use tower::ServiceExt as _;
+    let envd = spawn_envd().await;
+    let svc = envd.handle().unwrap().local_service();
+    // Before: /health answers 204 in-process.
+    let resp = svc
+        .clone()
+        .oneshot(
+            http::Request::get("/health")
+                .body(http_body_util::Empty::<bytes::Bytes>::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), http::StatusCode::NO_CONTENT);
+    envd.shutdown().await;
+    let resp = svc
+        .oneshot(
+            http::Request::get("/health")
+                .body(http_body_util::Empty::<bytes::Bytes>::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+}
+
+/// A caller on another, short-lived runtime: the handler (and the process's supervisor it
+/// starts) runs on the daemon's runtime, so the process is still reaped after the caller's
+/// runtime is gone.
+#[test]
+fn a_caller_on_a_short_lived_runtime_leaves_the_process_supervised() {
+    let daemon_rt = tokio::runtime::Runtime::new().unwrap();
+    let envd = daemon_rt.block_on(spawn_envd());
+    let svc = envd.handle().unwrap().local_service();
+    let marker = envd.workdir().join("done");
+    let start = req(
+        &envd,
+        bash(&format!("sleep 0.3; echo done > {}", marker.display())),
+    );
+    let caller_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let pid = caller_rt.block_on(async move {
+        let mut c = ProcessClient::new(svc);
+        let mut s = c.start(start).await.unwrap().into_inner();
+        match s.message().await.unwrap().and_then(|m| m.event?.event) {
+            Some(e2b_envd_proto::process::process_event::Event::Start(st)) => st.pid,
+            other => panic!("expected start, got {other:?}"),
+        }
+    });
+    drop(caller_rt);
+    // The daemon forgets a process once its supervisor has reaped it and sent its end; with
+    // the supervisor gone along with the caller's runtime it would stay listed forever.
+    let listed = daemon_rt.block_on(async {
+        let mut c = ProcessClient::new(envd.handle().unwrap().local_service());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let list = c
+                .list(req(&envd, e2b_envd_proto::process::ListRequest {}))
+                .await
+                .unwrap()
+                .into_inner();
+            let listed = list.processes.iter().any(|p| p.pid == pid);
+            if !listed || tokio::time::Instant::now() > deadline {
+                break listed;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    assert!(marker.exists(), "the command ran to its end");
+    assert!(
+        !listed,
+        "process {pid} still listed: its supervisor did not survive the caller's runtime"
+    );
+    daemon_rt.block_on(envd.shutdown());
+}

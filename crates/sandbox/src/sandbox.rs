@@ -39,7 +39,9 @@ pub struct Sandbox {
 
 impl Sandbox {
     /// Starts the embedded envd on `127.0.0.1:<free port>` with a random access token and a
-    /// fresh temporary directory as the default working directory, and connects to it.
+    /// fresh temporary directory as the default working directory, and connects to it: this
+    /// sandbox's own clients call the daemon in-process ([`LocalTransport::InProcess`]), while
+    /// the port serves everything outside the program (the official SDKs, `curl`).
     #[cfg(feature = "local")]
     pub async fn local() -> Result<Sandbox, SandboxError> {
         Self::local_with(e2b_envd::EnvdConfig::ephemeral()).await
