@@ -8,8 +8,9 @@ use bytes::Bytes;
 use e2b_envd_client::{CallOptions, DEFAULT_KEEPALIVE_INTERVAL, EnvdConnection, Feature};
 use e2b_envd_proto::process::process_event::Event;
 use e2b_envd_proto::process::{
-    CloseStdinRequest, ConnectRequest, ListRequest, ProcessConfig, ProcessInput, Pty,
-    SendInputRequest, SendSignalRequest, StartRequest, UpdateRequest, process_input, pty,
+    CloseStdinRequest, ConnectRequest, ConnectResponse, ListRequest, ProcessConfig, ProcessInput,
+    Pty, SendInputRequest, SendSignalRequest, StartRequest, StartResponse, UpdateRequest,
+    process_input, pty,
 };
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
@@ -26,6 +27,10 @@ use crate::stdin::{StdinWriter, StreamSupport};
 
 /// How long the health probe after a lost connection may take (E2B's 5 s).
 const HEALTH_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// envd's server-streaming Process RPCs, read with `EnvdConnection::server_streaming` (no copy
+/// of the output on its way to the callbacks).
+const START_PATH: &str = "/process.Process/Start";
+const CONNECT_PATH: &str = "/process.Process/Connect";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -163,14 +168,15 @@ impl Commands {
         call.user = opts.user.clone();
         let req = self.conn.request(request, &call)?;
         let request_timeout = opts.request_timeout.unwrap_or(self.request_timeout);
-        let mut client = self.conn.process();
+        let conn = self.conn.clone();
         let (pid, events) = self
             .open(
                 request_timeout,
                 Box::pin(async move {
-                    let resp = client.start(req).await?;
-                    Ok(resp
-                        .into_inner()
+                    let stream = conn
+                        .server_streaming::<_, StartResponse>(START_PATH, req)
+                        .await?;
+                    Ok(stream
                         .map(|r| r.map(|m| m.event.and_then(|e| e.event)))
                         .boxed())
                 }),
@@ -297,15 +303,16 @@ impl Commands {
             },
             &call,
         )?;
-        let mut client = self.conn.process();
+        let conn = self.conn.clone();
         let request_timeout = opts.request_timeout.unwrap_or(self.request_timeout);
         let (pid, events) = self
             .open(
                 request_timeout,
                 Box::pin(async move {
-                    let resp = client.connect(req).await?;
-                    Ok(resp
-                        .into_inner()
+                    let stream = conn
+                        .server_streaming::<_, ConnectResponse>(CONNECT_PATH, req)
+                        .await?;
+                    Ok(stream
                         .map(|r| r.map(|m| m.event.and_then(|e| e.event)))
                         .boxed())
                 }),

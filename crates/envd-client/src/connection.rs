@@ -15,6 +15,7 @@ use tower::{BoxError, ServiceBuilder, ServiceExt as _};
 use crate::call::{CallOptions, basic_auth_value, headers};
 use crate::endpoint::{EnvdEndpoint, Transport};
 use crate::error::EnvdError;
+use crate::stream::ServerStream;
 
 /// The channel every generated client runs on, whatever the transport.
 ///
@@ -235,6 +236,21 @@ impl EnvdConnection {
         FilesystemClient::new(self.channel())
             .max_decoding_message_size(usize::MAX)
             .max_encoding_message_size(usize::MAX)
+    }
+
+    /// Calls a server-streaming RPC (`path`, e.g. `/process.Process/Start`) and decodes its
+    /// messages without copying their payloads (see [`ServerStream`]); tonic's generated
+    /// clients copy every received frame once more. Same statuses as tonic's client.
+    pub async fn server_streaming<Req, Resp>(
+        &self,
+        path: &'static str,
+        request: tonic::Request<Req>,
+    ) -> Result<ServerStream<Resp>, tonic::Status>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
+        crate::stream::server_streaming(self.channel(), path, request).await
     }
 
     /// An HTTP client for envd's REST routes (`/files`, `/health`, ...), with envd's headers set.

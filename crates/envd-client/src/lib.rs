@@ -26,11 +26,13 @@ mod call;
 mod connection;
 mod endpoint;
 mod error;
+mod stream;
 
 pub use call::{CallOptions, DEFAULT_KEEPALIVE_INTERVAL, basic_auth_value, headers};
 pub use connection::{ChannelError, EnvdChannel, EnvdConnection, FilesystemClient, ProcessClient};
 pub use endpoint::{DEFAULT_ENVD_PORT, EnvdEndpoint, Transport};
 pub use error::{EnvdError, RpcCode};
+pub use stream::{MAX_STREAM_MESSAGE_BYTES, ServerStream};
 
 /// Re-exported so users of this crate name the same version types.
 pub use e2b_envd_version::{EnvdVersion, Feature, UnsupportedFeature};

@@ -1,0 +1,472 @@
+//! Server-streaming RPCs decoded without copying payloads.
+//!
+//! tonic's own decoder copies every body frame into one buffer before it decodes a message. For
+//! process output that is a copy of every byte a command prints. [`ServerStream`] keeps the
+//! received frames as they are (`Bytes`) and decodes each message straight from them: a
+//! `bytes` field that lies within one frame (a whole output chunk from our daemon, which sends
+//! a chunk's few header bytes and the chunk itself as separate frames) is handed out as a slice
+//! of that frame. Fields that straddle frames are gathered with one copy, as tonic would.
+//!
+//! Status handling follows tonic's client: `grpc-status` in the response headers
+//! (trailers-only), an HTTP status other than 200 mapped as gRPC specifies, `grpc-status` in
+//! the trailers, and a stream that ends without one is `unknown`.
+
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, BufMut as _, Bytes, BytesMut};
+use http::header::{CONTENT_TYPE, TE};
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http_body::Body as _;
+use tonic::body::Body;
+use tonic::{Code, Status};
+use tower::ServiceExt as _;
+
+use crate::connection::EnvdChannel;
+
+/// Largest message a [`ServerStream`] accepts (envd sends output in chunks of at most 1 MiB).
+pub const MAX_STREAM_MESSAGE_BYTES: usize = 64 << 20;
+
+/// A server-streaming RPC's messages, decoded from the received frames without copying them.
+/// Ends after the final status; a non-OK status is the last item.
+pub struct ServerStream<M> {
+    body: Body,
+    frames: Frames,
+    /// The response ended (trailers seen, an error returned, or the body finished).
+    done: bool,
+    _message: PhantomData<fn() -> M>,
+}
+
+impl<M> std::fmt::Debug for ServerStream<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerStream")
+            .field("buffered", &self.frames.len)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Calls `path` with `request` on `channel` and returns its message stream once the response
+/// headers are in (an error status in them, or a transport failure, is the `Err`).
+pub(crate) async fn server_streaming<Req, Resp>(
+    channel: EnvdChannel,
+    path: &'static str,
+    request: tonic::Request<Req>,
+) -> Result<ServerStream<Resp>, Status>
+where
+    Req: prost::Message,
+    Resp: prost::Message + Default,
+{
+    let (metadata, _extensions, message) = request.into_parts();
+    let len = message.encoded_len();
+    let len32 = u32::try_from(len)
+        .map_err(|_| Status::invalid_argument(format!("request of {len} bytes is too large")))?;
+    let mut body = BytesMut::with_capacity(5 + len);
+    body.put_u8(0);
+    body.put_u32(len32);
+    message
+        .encode(&mut body)
+        .map_err(|e| Status::internal(format!("cannot encode the request: {e}")))?;
+    let mut req = Request::new(Body::new(http_body_util::Full::new(body.freeze())));
+    *req.method_mut() = Method::POST;
+    *req.uri_mut() = http::Uri::from_static(path);
+    *req.version_mut() = http::Version::HTTP_2;
+    *req.headers_mut() = metadata.into_headers();
+    let headers = req.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert(TE, HeaderValue::from_static("trailers"));
+
+    let resp = channel
+        .oneshot(req)
+        .await
+        .map_err(|e| Status::from_error(Box::new(e)))?;
+    ServerStream::from_response(resp)
+}
+
+impl<M: prost::Message + Default> ServerStream<M> {
+    fn from_response(resp: Response<Body>) -> Result<Self, Status> {
+        let (parts, body) = resp.into_parts();
+        let mut done = false;
+        if let Some(status) = Status::from_header_map(&parts.headers) {
+            if status.code() != Code::Ok {
+                return Err(status);
+            }
+            // Trailers-only OK: nothing follows.
+            done = true;
+        } else if parts.status != StatusCode::OK {
+            return Err(status_from_http(parts.status));
+        }
+        Ok(Self {
+            body,
+            frames: Frames::default(),
+            done,
+            _message: PhantomData,
+        })
+    }
+
+    /// Decodes the next complete message from the buffered frames, if there is one.
+    fn decode_next(&mut self) -> Result<Option<M>, Status> {
+        let Some(header) = self.frames.peek::<5>() else {
+            return Ok(None);
+        };
+        if header[0] & 1 != 0 {
+            return Err(Status::internal(
+                "envd sent a compressed message, which was not asked for",
+            ));
+        }
+        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        if len > MAX_STREAM_MESSAGE_BYTES {
+            return Err(Status::resource_exhausted(format!(
+                "envd sent a {len}-byte message; the limit is {MAX_STREAM_MESSAGE_BYTES}"
+            )));
+        }
+        if self.frames.len < 5 + len {
+            return Ok(None);
+        }
+        self.frames.advance(5);
+        let mut message = (&mut self.frames).take(len);
+        let decoded = M::decode(&mut message)
+            .map_err(|e| Status::internal(format!("cannot decode envd's message: {e}")));
+        // Whatever the decoder left of this message (only after an error) is dropped with it.
+        let rest = message.remaining();
+        self.frames.advance(rest);
+        decoded.map(Some)
+    }
+}
+
+impl<M: prost::Message + Default> futures_core::Stream for ServerStream<M> {
+    type Item = Result<M, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            match this.decode_next() {
+                Ok(Some(m)) => return Poll::Ready(Some(Ok(m))),
+                Ok(None) => {}
+                Err(status) => {
+                    this.done = true;
+                    this.frames = Frames::default();
+                    return Poll::Ready(Some(Err(status)));
+                }
+            }
+            if this.done {
+                return Poll::Ready(None);
+            }
+            match ready!(Pin::new(&mut this.body).poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => this.frames.push(data),
+                    Err(frame) => {
+                        this.done = true;
+                        let status = frame
+                            .into_trailers()
+                            .ok()
+                            .and_then(|t| Status::from_header_map(&t))
+                            .unwrap_or_else(|| Status::unknown(MISSING_STATUS));
+                        if let Some(item) = this.end(status) {
+                            return Poll::Ready(Some(item));
+                        }
+                    }
+                },
+                Some(Err(status)) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(status)));
+                }
+                None => {
+                    this.done = true;
+                    if let Some(item) = this.end(Status::unknown(MISSING_STATUS)) {
+                        return Poll::Ready(Some(item));
+                    }
+                }
+            }
+        }
+    }
+}
+
+const MISSING_STATUS: &str = "envd ended the stream without a grpc-status";
+
+impl<M> ServerStream<M> {
+    /// The stream's final status: `None` when it is OK and every message was complete.
+    fn end(&mut self, status: Status) -> Option<Result<M, Status>> {
+        if status.code() != Code::Ok {
+            return Some(Err(status));
+        }
+        if self.frames.len > 0 {
+            let left = self.frames.len;
+            self.frames = Frames::default();
+            return Some(Err(Status::internal(format!(
+                "envd's stream ended inside a message ({left} bytes left over)"
+            ))));
+        }
+        None
+    }
+}
+
+/// gRPC's mapping for a response without `grpc-status` and an HTTP status other than 200.
+fn status_from_http(code: StatusCode) -> Status {
+    let grpc = match code {
+        StatusCode::BAD_REQUEST => Code::Internal,
+        StatusCode::UNAUTHORIZED => Code::Unauthenticated,
+        StatusCode::FORBIDDEN => Code::PermissionDenied,
+        StatusCode::NOT_FOUND => Code::Unimplemented,
+        StatusCode::TOO_MANY_REQUESTS
+        | StatusCode::BAD_GATEWAY
+        | StatusCode::SERVICE_UNAVAILABLE
+        | StatusCode::GATEWAY_TIMEOUT => Code::Unavailable,
+        _ => Code::Unknown,
+    };
+    Status::new(
+        grpc,
+        format!("envd answered HTTP {} without a grpc-status", code.as_u16()),
+    )
+}
+
+/// The received body frames not yet decoded, as a [`Buf`] whose `copy_to_bytes` slices a frame
+/// instead of copying when the bytes lie within it.
+#[derive(Debug, Default)]
+struct Frames {
+    chunks: VecDeque<Bytes>,
+    len: usize,
+}
+
+impl Frames {
+    fn push(&mut self, data: Bytes) {
+        if !data.is_empty() {
+            self.len += data.len();
+            self.chunks.push_back(data);
+        }
+    }
+
+    /// The first `N` bytes, if buffered.
+    fn peek<const N: usize>(&self) -> Option<[u8; N]> {
+        if self.len < N {
+            return None;
+        }
+        let mut out = [0u8; N];
+        let mut filled = 0;
+        for chunk in &self.chunks {
+            let n = (N - filled).min(chunk.len());
+            out[filled..filled + n].copy_from_slice(&chunk[..n]);
+            filled += n;
+            if filled == N {
+                break;
+            }
+        }
+        Some(out)
+    }
+}
+
+impl Buf for Frames {
+    fn remaining(&self) -> usize {
+        self.len
+    }
+
+    fn chunk(&self) -> &[u8] {
+        self.chunks.front().map_or(&[], |c| &c[..])
+    }
+
+    fn advance(&mut self, mut cnt: usize) {
+        while cnt > 0 {
+            let Some(front) = self.chunks.front_mut() else {
+                break;
+            };
+            if cnt < front.len() {
+                front.advance(cnt);
+                self.len -= cnt;
+                break;
+            }
+            cnt -= front.len();
+            self.len -= front.len();
+            self.chunks.pop_front();
+        }
+    }
+
+    fn copy_to_bytes(&mut self, len: usize) -> Bytes {
+        if let Some(front) = self.chunks.front_mut()
+            && front.len() >= len
+        {
+            let out = front.split_to(len);
+            self.len -= len;
+            if front.is_empty() {
+                self.chunks.pop_front();
+            }
+            return out;
+        }
+        let mut out = BytesMut::with_capacity(len.min(self.len));
+        out.put(self.take(len));
+        out.freeze()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use e2b_envd_proto::process::process_event::{DataEvent, Event, data_event::Output};
+    use e2b_envd_proto::process::{ProcessEvent, StartResponse};
+    use futures::StreamExt as _;
+    use prost::Message as _;
+
+    fn data(payload: Bytes) -> StartResponse {
+        StartResponse {
+            event: Some(ProcessEvent {
+                event: Some(Event::Data(DataEvent {
+                    output: Some(Output::Stdout(payload)),
+                })),
+            }),
+        }
+    }
+
+    fn framed(m: &StartResponse) -> Vec<u8> {
+        let mut out = vec![0u8];
+        out.extend_from_slice(&(m.encoded_len() as u32).to_be_bytes());
+        m.encode(&mut out).unwrap();
+        out
+    }
+
+    fn stdout(m: &StartResponse) -> Bytes {
+        match m.event.as_ref().and_then(|e| e.event.as_ref()) {
+            Some(Event::Data(DataEvent {
+                output: Some(Output::Stdout(b)),
+            })) => b.clone(),
+            other => panic!("not stdout: {other:?}"),
+        }
+    }
+
+    fn response(frames: Vec<Bytes>, trailers: Option<http::HeaderMap>) -> Response<Body> {
+        let mut items: Vec<Result<http_body::Frame<Bytes>, Status>> = frames
+            .into_iter()
+            .map(|f| Ok(http_body::Frame::data(f)))
+            .collect();
+        if let Some(t) = trailers {
+            items.push(Ok(http_body::Frame::trailers(t)));
+        }
+        let body = http_body_util::StreamBody::new(futures::stream::iter(items));
+        Response::new(Body::new(body))
+    }
+
+    fn ok_trailers() -> http::HeaderMap {
+        let mut t = http::HeaderMap::new();
+        t.insert("grpc-status", HeaderValue::from_static("0"));
+        t
+    }
+
+    async fn collect(resp: Response<Body>) -> Vec<Result<StartResponse, Status>> {
+        match ServerStream::<StartResponse>::from_response(resp) {
+            Ok(s) => s.collect().await,
+            Err(e) => vec![Err(e)],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_payload_within_one_frame_is_not_copied() {
+        let payload = Bytes::from(vec![7u8; 100_000]);
+        let wire = framed(&data(payload.clone()));
+        // As our daemon sends it: the message's head, then the payload as its own frame.
+        let head = wire.len() - payload.len();
+        let payload_frame = Bytes::copy_from_slice(&wire[head..]);
+        let frame_ptr = payload_frame.as_ptr();
+        let got = collect(response(
+            vec![Bytes::copy_from_slice(&wire[..head]), payload_frame],
+            Some(ok_trailers()),
+        ))
+        .await;
+        assert_eq!(got.len(), 1);
+        let out = stdout(got[0].as_ref().unwrap());
+        assert_eq!(out, payload);
+        assert_eq!(out.as_ptr(), frame_ptr, "sliced from the received frame");
+    }
+
+    #[tokio::test]
+    async fn messages_split_at_every_byte_decode_exactly() {
+        let msgs: Vec<StartResponse> = (0..3u8)
+            .map(|i| data(Bytes::from(vec![i; 20 + i as usize])))
+            .collect();
+        let wire: Vec<u8> = msgs.iter().flat_map(framed).collect();
+        for split in 1..wire.len() {
+            let frames = vec![
+                Bytes::copy_from_slice(&wire[..split]),
+                Bytes::copy_from_slice(&wire[split..]),
+            ];
+            let got = collect(response(frames, Some(ok_trailers()))).await;
+            let got: Vec<StartResponse> = got.into_iter().map(|r| r.unwrap()).collect();
+            assert_eq!(got, msgs, "split at {split}");
+        }
+        // One byte per frame.
+        let frames = wire.iter().map(|b| Bytes::copy_from_slice(&[*b])).collect();
+        let got = collect(response(frames, Some(ok_trailers()))).await;
+        assert_eq!(
+            got.into_iter().map(|r| r.unwrap()).collect::<Vec<_>>(),
+            msgs
+        );
+    }
+
+    #[tokio::test]
+    async fn error_trailers_end_the_stream_after_the_messages() {
+        let m = data(Bytes::from_static(b"hi"));
+        let mut t = http::HeaderMap::new();
+        t.insert("grpc-status", HeaderValue::from_static("5"));
+        t.insert(
+            "grpc-message",
+            HeaderValue::from_static("no%20such%20process"),
+        );
+        let got = collect(response(vec![Bytes::from(framed(&m))], Some(t))).await;
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].as_ref().unwrap(), &m);
+        let err = got[1].as_ref().unwrap_err();
+        assert_eq!(err.code(), Code::NotFound);
+        assert_eq!(err.message(), "no such process");
+    }
+
+    #[tokio::test]
+    async fn trailers_only_errors_and_http_errors_fail_the_call() {
+        let mut resp = response(vec![], None);
+        resp.headers_mut()
+            .insert("grpc-status", HeaderValue::from_static("16"));
+        let got = collect(resp).await;
+        assert_eq!(got[0].as_ref().unwrap_err().code(), Code::Unauthenticated);
+
+        let mut resp = response(vec![], None);
+        *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        let got = collect(resp).await;
+        assert_eq!(got[0].as_ref().unwrap_err().code(), Code::Unavailable);
+    }
+
+    #[tokio::test]
+    async fn bad_streams_get_typed_errors() {
+        // No trailers at all.
+        let got = collect(response(
+            vec![Bytes::from(framed(&data(Bytes::new())))],
+            None,
+        ))
+        .await;
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1].as_ref().unwrap_err().code(), Code::Unknown);
+        // Ends inside a message.
+        let wire = framed(&data(Bytes::from_static(b"abcdef")));
+        let got = collect(response(
+            vec![Bytes::copy_from_slice(&wire[..wire.len() - 2])],
+            Some(ok_trailers()),
+        ))
+        .await;
+        assert_eq!(got[0].as_ref().unwrap_err().code(), Code::Internal);
+        // Compressed flag.
+        let mut wire = framed(&data(Bytes::from_static(b"x")));
+        wire[0] = 1;
+        let got = collect(response(vec![Bytes::from(wire)], Some(ok_trailers()))).await;
+        assert_eq!(got[0].as_ref().unwrap_err().code(), Code::Internal);
+        // Over the size limit: refused from the header alone.
+        let mut header = vec![0u8];
+        header.extend_from_slice(&((MAX_STREAM_MESSAGE_BYTES + 1) as u32).to_be_bytes());
+        let got = collect(response(vec![Bytes::from(header)], Some(ok_trailers()))).await;
+        assert_eq!(got[0].as_ref().unwrap_err().code(), Code::ResourceExhausted);
+        // Not protobuf.
+        let mut junk = vec![0u8, 0, 0, 0, 3];
+        junk.extend_from_slice(&[0xff, 0xff, 0xff]);
+        let got = collect(response(vec![Bytes::from(junk)], Some(ok_trailers()))).await;
+        assert_eq!(got.len(), 1, "the stream stops at the bad message");
+        assert_eq!(got[0].as_ref().unwrap_err().code(), Code::Internal);
+    }
+}
