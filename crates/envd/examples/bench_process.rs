@@ -107,6 +107,47 @@ fn cpu_secs(pid: &str) -> f64 {
     (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
 }
 
+/// Times the raw pipe `head -c N /dev/zero | cat > /dev/null`.
+fn raw_pipe(bytes: u64) -> Duration {
+    let t = Instant::now();
+    let st = Command::new("/bin/bash")
+        .args([
+            "-c",
+            &format!("head -c {bytes} /dev/zero | cat > /dev/null"),
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    t.elapsed()
+}
+
+/// Streams `head -c N /dev/zero` to `client` and checks every byte arrived; returns the time.
+/// Runs on a runtime worker, as a real client's tasks do (polled from the main thread's
+/// `block_on`, every wake-up takes a slower path: about a third of the in-process rate).
+async fn stream_head<T>(client: &ProcessClient<T>, bytes: u64) -> Duration
+where
+    T: tonic::client::GrpcService<tonic::body::Body> + Clone + Send + 'static,
+    T::Error: Into<tonic::codegen::StdError>,
+    T::ResponseBody: tonic::codegen::Body<Data = bytes::Bytes> + Send + 'static,
+    <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+    T::Future: Send,
+{
+    let mut client = client.clone();
+    let t = Instant::now();
+    let (got, code) = tokio::spawn(async move {
+        run(
+            &mut client,
+            start_req("/usr/bin/head", &["-c", &bytes.to_string(), "/dev/zero"]),
+        )
+        .await
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!((got, code), (bytes, 0));
+    t.elapsed()
+}
+
 /// The floor for any daemon that forwards a pipe over loopback TCP: `head -c N /dev/zero` into a
 /// 1 MiB pipe, one blocking thread reading 1 MiB chunks and writing them to a TCP socket, one
 /// thread reading them back (no HTTP/2, no gRPC, no async runtime). Returns the elapsed time.
@@ -190,33 +231,9 @@ async fn main() {
     let mut client = ProcessClient::new(channel(&url).await);
 
     // 1. Throughput.
-    let t = Instant::now();
-    let st = Command::new("/bin/bash")
-        .args([
-            "-c",
-            &format!("head -c {bytes} /dev/zero | cat > /dev/null"),
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let raw = t.elapsed();
+    let raw = raw_pipe(bytes);
     let cpu_before = (cpu_secs("self"), cpu_secs(&dpid.to_string()));
-    let t = Instant::now();
-    // On a runtime worker, as a real client's tasks run (the main thread's `block_on` wakes
-    // through a slower path and costs this measurement about a third).
-    let mut c2 = client.clone();
-    let (got, code) = tokio::spawn(async move {
-        run(
-            &mut c2,
-            start_req("/usr/bin/head", &["-c", &bytes.to_string(), "/dev/zero"]),
-        )
-        .await
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    let streamed = t.elapsed();
-    assert_eq!((got, code), (bytes, 0));
+    let streamed = stream_head(&client, bytes).await;
     let mib = bytes as f64 / (1 << 20) as f64;
     let raw_rate = mib / raw.as_secs_f64();
     let stream_rate = mib / streamed.as_secs_f64();
@@ -250,31 +267,10 @@ async fn main() {
         let handle = e2b_envd::Envd::start(e2b_envd::EnvdConfig::ephemeral())
             .await
             .unwrap();
-        let mut local =
+        let local =
             ProcessClient::new(handle.local_service()).max_decoding_message_size(usize::MAX);
-        let t = Instant::now();
-        let st = Command::new("/bin/bash")
-            .args([
-                "-c",
-                &format!("head -c {bytes} /dev/zero | cat > /dev/null"),
-            ])
-            .status()
-            .unwrap();
-        assert!(st.success());
-        let raw_rate = mib / t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let (got, code) = tokio::spawn(async move {
-            run(
-                &mut local,
-                start_req("/usr/bin/head", &["-c", &bytes.to_string(), "/dev/zero"]),
-            )
-            .await
-        })
-        .await
-        .unwrap()
-        .unwrap();
-        assert_eq!((got, code), (bytes, 0));
-        let rate = mib / t.elapsed().as_secs_f64();
+        let raw_rate = mib / raw_pipe(bytes).as_secs_f64();
+        let rate = mib / stream_head(&local, bytes).await.as_secs_f64();
         println!(
             "throughput in-process: raw pipe {raw_rate:.0} MiB/s, envd in-process {rate:.0} MiB/s, ratio {:.2}",
             rate / raw_rate

@@ -113,32 +113,21 @@ async fn calls_after_shutdown_are_unavailable() {
     assert!(err.message().contains("shut down"), "{err:?}");
 }
 
+async fn health(svc: &e2b_envd::LocalService) -> http::StatusCode {
+    use tower::ServiceExt as _;
+    let req = http::Request::get("/health")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    svc.clone().oneshot(req).await.unwrap().status()
+}
+
 #[tokio::test]
 async fn rest_after_shutdown_is_503() {
-    use tower::ServiceExt as _;
     let envd = spawn_envd().await;
     let svc = envd.handle().unwrap().local_service();
-    // Before: /health answers 204 in-process.
-    let resp = svc
-        .clone()
-        .oneshot(
-            http::Request::get("/health")
-                .body(http_body_util::Empty::<bytes::Bytes>::new())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), http::StatusCode::NO_CONTENT);
+    assert_eq!(health(&svc).await, http::StatusCode::NO_CONTENT);
     envd.shutdown().await;
-    let resp = svc
-        .oneshot(
-            http::Request::get("/health")
-                .body(http_body_util::Empty::<bytes::Bytes>::new())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(health(&svc).await, http::StatusCode::SERVICE_UNAVAILABLE);
 }
 
 /// A caller on another, short-lived runtime: the handler (and the process's supervisor it
