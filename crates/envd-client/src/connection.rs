@@ -103,8 +103,8 @@ impl EnvdConnection {
         Self::build(endpoint, transport, raw)
     }
 
-    /// A connection whose RPCs go through `channel` instead of a network transport, while REST
-    /// calls (`/files`, `/health`, ...) still go to the endpoint's URL. The channel must speak
+    /// A connection whose RPCs go through `service` instead of a network transport, while REST
+    /// calls (`/files`, `/health`, ...) still go to the endpoint's URL. The service must speak
     /// plain gRPC (`application/grpc` bodies, streaming both ways), as an embedded daemon's
     /// in-process service does (`e2b_envd::EnvdHandle::local_service`, used by the `e2b`
     /// crate's `Sandbox::local()`); the connection reports [`Transport::Grpc`]. envd's headers
