@@ -1,8 +1,8 @@
 //! Request round-trip latency to the fake agent: through the sandbox (`Sandbox::local()`, the
 //! real embedded envd; `start_streaming`, stdin over one open `StreamInput` stream), with the
 //! sandbox's clients calling the daemon in-process (the default) and over its loopback port
-//! (h2c, as an external client), against the same agent as a local child process. Prints the load average too: the machine is shared, so compare the
-//! ratio within one run.
+//! (h2c, as an external client), against the same agent as a local child process. Prints the
+//! load average too: the machine is shared, so compare the ratio within one run.
 //!
 //! `cargo bench -p e2b-acp --bench latency` (prints a table; no criterion).
 
@@ -56,7 +56,7 @@ async fn main() {
         Ok(t) => t,
         Err(e) => {
             eprintln!("cannot start the local agent: {e}");
-            return;
+            std::process::exit(1);
         }
     };
     round_trips(&local, WARMUP, 1).await;
@@ -70,7 +70,7 @@ async fn main() {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("cannot start the local sandbox: {e}");
-                return;
+                std::process::exit(1);
             }
         };
         let sandboxed = match e2b_acp::start_acp_transport(
@@ -83,7 +83,7 @@ async fn main() {
             Ok(t) => t,
             Err(e) => {
                 eprintln!("cannot start the sandboxed agent: {e}");
-                return;
+                std::process::exit(1);
             }
         };
         round_trips(&sandboxed, WARMUP, 1).await;
