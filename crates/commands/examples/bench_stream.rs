@@ -44,16 +44,6 @@ fn human(n: u64) -> String {
     }
 }
 
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -163,7 +153,7 @@ fn client(args: &[String]) {
             "{} {:.3} {} {} {}",
             n,
             secs,
-            peak_rss_kib(),
+            e2b_test_support::procfs::status_kib("self", "VmHWM:"),
             retained,
             n / chunks
         );

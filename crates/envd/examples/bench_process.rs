@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use e2b_envd_proto::process::process_client::ProcessClient;
 use e2b_envd_proto::process::process_event::{Event, data_event::Output};
 use e2b_envd_proto::process::{ProcessConfig, StartRequest};
+use e2b_test_support::procfs::{cpu_seconds, status_kib};
 use tonic::transport::Channel;
 
 fn arg(name: &str, default: u64) -> u64 {
@@ -82,29 +83,6 @@ where
         bytes,
         code.ok_or_else(|| tonic::Status::internal("no end event"))?,
     ))
-}
-
-fn rss_kb(pid: u32, key: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-/// CPU seconds (user + system) of a process, from `/proc/<pid>/stat`.
-fn cpu_secs(pid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // After `(comm)`: utime and stime are fields 14 and 15 (1-based), in USER_HZ ticks.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<f64> = rest
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0.0))
-        .collect();
-    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
 }
 
 /// Times the raw pipe `head -c N /dev/zero | cat > /dev/null`.
@@ -232,7 +210,7 @@ async fn main() {
 
     // 1. Throughput.
     let raw = raw_pipe(bytes);
-    let cpu_before = (cpu_secs("self"), cpu_secs(&dpid.to_string()));
+    let cpu_before = (cpu_seconds("self").0, cpu_seconds(&dpid.to_string()).0);
     let streamed = stream_head(&client, bytes).await;
     let mib = bytes as f64 / (1 << 20) as f64;
     let raw_rate = mib / raw.as_secs_f64();
@@ -244,13 +222,13 @@ async fn main() {
     let gib = bytes as f64 / (1u64 << 30) as f64;
     println!(
         "CPU per GiB streamed (user+sys): client {:.2} s, daemon {:.2} s",
-        (cpu_secs("self") - cpu_before.0) / gib,
-        (cpu_secs(&dpid.to_string()) - cpu_before.1) / gib
+        (cpu_seconds("self").0 - cpu_before.0) / gib,
+        (cpu_seconds(&dpid.to_string()).0 - cpu_before.1) / gib
     );
     println!(
         "daemon RSS after throughput: {} kB (peak {} kB)",
-        rss_kb(dpid, "VmRSS:"),
-        rss_kb(dpid, "VmHWM:")
+        status_kib(&dpid.to_string(), "VmRSS:"),
+        status_kib(&dpid.to_string(), "VmHWM:")
     );
     // After the CPU figures: the relay's threads run in this process.
     let relay = pipe_tcp_relay(bytes);
@@ -312,7 +290,10 @@ async fn main() {
     let p2 = peak.clone();
     let sampler = tokio::spawn(async move {
         loop {
-            p2.fetch_max(rss_kb(dpid, "VmRSS:"), std::sync::atomic::Ordering::Relaxed);
+            p2.fetch_max(
+                status_kib(&dpid.to_string(), "VmRSS:"),
+                std::sync::atomic::Ordering::Relaxed,
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
@@ -339,7 +320,7 @@ async fn main() {
         t.elapsed(),
         failures.len(),
         peak.load(std::sync::atomic::Ordering::Relaxed),
-        rss_kb(dpid, "VmHWM:")
+        status_kib(&dpid.to_string(), "VmHWM:")
     );
     for f in failures.iter().take(5) {
         println!("  failure: {f}");

@@ -28,33 +28,7 @@ use std::time::Instant;
 
 use e2b_envd_client::{EnvdConnection, EnvdEndpoint};
 use e2b_filesystem::{Filesystem, WriteOptions};
-
-fn vm_hwm_kib(pid: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-/// CPU seconds (user + system) from `/proc/<pid>/stat`: the process's own, and the total of
-/// its waited-for children (which is how `cp`'s CPU time is read).
-fn cpu_secs(pid: &str) -> (f64, f64) {
-    let ticks = 100.0; // USER_HZ on Linux
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the `(comm)`: state is field 3, utime 14, stime 15, cutime 16, cstime 17.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<f64> = rest
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0.0))
-        .collect();
-    let get = |i: usize| f.get(i - 3).copied().unwrap_or(0.0);
-    ((get(14) + get(15)) / ticks, (get(16) + get(17)) / ticks)
-}
+use e2b_test_support::procfs::{cpu_seconds, status_kib};
 
 fn write_test_file(path: &Path, size: u64) -> std::io::Result<()> {
     let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
@@ -133,8 +107,8 @@ impl Step {
 
 /// CPU seconds so far of this process, its waited-for children and the daemon.
 fn all_cpu(daemon: &str) -> f64 {
-    let (own, children) = cpu_secs("self");
-    own + children + cpu_secs(daemon).0
+    let (own, children) = cpu_seconds("self");
+    own + children + cpu_seconds(daemon).0
 }
 
 type BoxError = Box<dyn std::error::Error>;
@@ -216,7 +190,7 @@ async fn main() -> Result<(), BoxError> {
     }
     let url = line.trim().to_string();
     let pid = daemon.0.id().to_string();
-    let daemon_rss_idle = vm_hwm_kib(&pid);
+    let daemon_rss_idle = status_kib(&pid, "VmHWM:");
     println!("daemon pid {pid} (for a profiler: perf record -g -p {pid})");
     let fs = Filesystem::new(EnvdConnection::new(EnvdEndpoint::new(url))?);
 
@@ -264,8 +238,8 @@ async fn main() -> Result<(), BoxError> {
                 up_ratios.push(step.ratios(&cp));
                 up = step.show(Some(&cp));
             }
-            daemon_rss_after_up = daemon_rss_after_up.max(vm_hwm_kib(&pid));
-            client_rss_after_up = client_rss_after_up.max(vm_hwm_kib("self"));
+            daemon_rss_after_up = daemon_rss_after_up.max(status_kib(&pid, "VmHWM:"));
+            client_rss_after_up = client_rss_after_up.max(status_kib("self", "VmHWM:"));
         }
         let mut down = String::from("-");
         if only != "up" {
@@ -285,8 +259,8 @@ async fn main() -> Result<(), BoxError> {
         }
         println!("{round:>5}  {:<30} {up:<44} {down}", cp.show(None));
     }
-    let daemon_rss = vm_hwm_kib(&pid);
-    let client_rss = vm_hwm_kib("self");
+    let daemon_rss = status_kib(&pid, "VmHWM:");
+    let client_rss = status_kib("self", "VmHWM:");
     drop(daemon);
 
     println!(

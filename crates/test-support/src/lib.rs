@@ -131,3 +131,37 @@ pub fn ensure_user_account(name: &str) -> std::path::PathBuf {
         ),
     }
 }
+
+/// Readings from `/proc` for the benchmarks (Linux).
+pub mod procfs {
+    /// A `kB` field of `/proc/<pid>/status` (`pid` may be `self`), e.g. `VmHWM:` (peak RSS) or
+    /// `VmRSS:`; 0 when unreadable.
+    pub fn status_kib(pid: &str, key: &str) -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with(key))
+                    .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
+    /// CPU seconds (user + system) from `/proc/<pid>/stat`: the process's own, and the total of
+    /// its waited-for children.
+    pub fn cpu_seconds(pid: &str) -> (f64, f64) {
+        const USER_HZ: f64 = 100.0;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Fields after `(comm)`, 1-based as in proc(5): utime 14, stime 15, cutime 16, cstime 17.
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let f: Vec<f64> = rest
+            .split_whitespace()
+            .map(|v| v.parse().unwrap_or(0.0))
+            .collect();
+        let field = |n: usize| f.get(n - 3).copied().unwrap_or(0.0);
+        (
+            (field(14) + field(15)) / USER_HZ,
+            (field(16) + field(17)) / USER_HZ,
+        )
+    }
+}
