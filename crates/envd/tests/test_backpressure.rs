@@ -14,11 +14,7 @@ async fn slow_subscriber_back_pressures_instead_of_buffering() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
     // 200 MB of output while the client reads nothing for a while: the daemon must not buffer it.
-    let mut s = c
-        .start(req(&envd, bash("head -c 200000000 /dev/zero")))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut s = start_bash(&mut c, &envd, "head -c 200000000 /dev/zero").await;
     s.message().await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let status = std::fs::read_to_string("/proc/self/status").unwrap();

@@ -22,11 +22,7 @@ fn pid_sel(pid: u32) -> Option<ProcessSelector> {
 async fn start_echo_and_exit_codes() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
-    let s = c
-        .start(req(&envd, bash("echo hello; echo bad >&2")))
-        .await
-        .unwrap()
-        .into_inner();
+    let s = start_bash(&mut c, &envd, "echo hello; echo bad >&2").await;
     let got = collect(s, |m| m.event).await;
     assert!(got.pid.unwrap() > 0);
     assert_eq!(got.stdout, b"hello\n");
@@ -38,11 +34,7 @@ async fn start_echo_and_exit_codes() {
     );
     assert!(got.error.is_none());
 
-    let s = c
-        .start(req(&envd, bash("exit 42")))
-        .await
-        .unwrap()
-        .into_inner();
+    let s = start_bash(&mut c, &envd, "exit 42").await;
     let end = collect(s, |m| m.event).await.end.unwrap();
     assert_eq!(
         (end.exit_code, end.status.as_str(), end.error.as_deref()),
@@ -58,16 +50,8 @@ async fn sigterm_and_sigkill_end_events() {
         (Signal::Sigterm, "signal: terminated"),
         (Signal::Sigkill, "signal: killed"),
     ] {
-        let mut s = c
-            .start(req(&envd, bash("sleep 30")))
-            .await
-            .unwrap()
-            .into_inner();
-        let first = s.message().await.unwrap().unwrap();
-        let pid = match first.event.unwrap().event.unwrap() {
-            e2b_envd_proto::process::process_event::Event::Start(s) => s.pid,
-            other => panic!("{other:?}"),
-        };
+        let mut s = start_bash(&mut c, &envd, "sleep 30").await;
+        let pid = start_pid(&mut s).await;
         c.send_signal(req(
             &envd,
             SendSignalRequest {
@@ -175,19 +159,7 @@ async fn write_to_closed_stdin_is_internal() {
     let mut start = bash("sleep 30");
     start.stdin = Some(true);
     let mut s = c.start(req(&envd, start)).await.unwrap().into_inner();
-    let pid = match s
-        .message()
-        .await
-        .unwrap()
-        .unwrap()
-        .event
-        .unwrap()
-        .event
-        .unwrap()
-    {
-        e2b_envd_proto::process::process_event::Event::Start(s) => s.pid,
-        _ => unreachable!(),
-    };
+    let pid = start_pid(&mut s).await;
     c.close_stdin(req(
         &envd,
         CloseStdinRequest {
@@ -285,11 +257,7 @@ async fn keepalive_events_follow_the_header() {
 async fn client_disconnect_does_not_kill() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
-    let mut s = c
-        .start(req(&envd, bash("sleep 1; echo survived > marker")))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut s = start_bash(&mut c, &envd, "sleep 1; echo survived > marker").await;
     s.message().await.unwrap().unwrap();
     drop(s);
     drop(c);
@@ -312,11 +280,7 @@ async fn client_disconnect_does_not_kill() {
 async fn kill_reaches_the_whole_process_group() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
-    let mut s = c
-        .start(req(&envd, bash("sleep 1000 & echo $!; wait")))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut s = start_bash(&mut c, &envd, "sleep 1000 & echo $!; wait").await;
     let mut got = Collected::default();
     while got.stdout.is_empty() {
         got.push(s.message().await.unwrap().unwrap().event.unwrap());
@@ -396,14 +360,7 @@ async fn env_and_cwd_rules() {
 async fn exited_process_is_kept_for_late_connect() {
     let envd = spawn_envd_with(|c| c.with_exited_retention(Duration::from_millis(800))).await;
     let mut c = h2c(&envd).await;
-    let got = collect(
-        c.start(req(&envd, bash("exit 4")))
-            .await
-            .unwrap()
-            .into_inner(),
-        |m| m.event,
-    )
-    .await;
+    let got = collect(start_bash(&mut c, &envd, "exit 4").await, |m| m.event).await;
     let pid = got.pid.unwrap();
     let late = collect(
         c.connect(req(
@@ -477,10 +434,6 @@ async fn root_confines_the_working_directory() {
         String::from_utf8_lossy(&got.stdout).trim(),
         inside.display().to_string()
     );
-    let got = collect(
-        c.start(req(&envd, bash("pwd"))).await.unwrap().into_inner(),
-        |m| m.event,
-    )
-    .await;
+    let got = collect(start_bash(&mut c, &envd, "pwd").await, |m| m.event).await;
     assert_eq!(got.end.unwrap().exit_code, 0);
 }

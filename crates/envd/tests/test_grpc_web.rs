@@ -31,11 +31,7 @@ fn web_client(envd: &TestEnvd) -> WebClient {
 async fn start_over_grpc_web() {
     let envd = spawn_envd().await;
     let mut c = web_client(&envd);
-    let s = c
-        .start(req(&envd, bash("echo web; exit 2")))
-        .await
-        .unwrap()
-        .into_inner();
+    let s = start_bash(&mut c, &envd, "echo web; exit 2").await;
     let got = collect(s, |m| m.event).await;
     assert_eq!(got.stdout, b"web\n");
     assert_eq!(got.end.unwrap().exit_code, 2);

@@ -18,11 +18,7 @@ use e2b_envd_proto::process::{
 async fn start_streams_output_and_end_in_process() {
     let envd = spawn_envd().await;
     let mut c = ProcessClient::new(envd.handle().unwrap().local_service());
-    let s = c
-        .start(req(&envd, bash("echo hello; echo bad >&2; exit 3")))
-        .await
-        .unwrap()
-        .into_inner();
+    let s = start_bash(&mut c, &envd, "echo hello; echo bad >&2; exit 3").await;
     let got = collect(s, |m| m.event).await;
     assert!(got.pid.unwrap() > 0);
     assert_eq!(got.stdout, b"hello\n");
@@ -41,6 +37,21 @@ async fn the_access_token_is_required_in_process_too() {
     assert_eq!(err.code(), tonic::Code::Unauthenticated, "{err:?}");
 }
 
+/// One `StreamInput` data message carrying `bytes` for stdin.
+fn stdin_data(bytes: &'static [u8]) -> StreamInputRequest {
+    StreamInputRequest {
+        event: Some(stream_input_request::Event::Data(
+            stream_input_request::DataEvent {
+                input: Some(ProcessInput {
+                    input: Some(process_input::Input::Stdin(bytes::Bytes::from_static(
+                        bytes,
+                    ))),
+                }),
+            },
+        )),
+    }
+}
+
 #[tokio::test]
 async fn client_streamed_stdin_reaches_the_process_in_process() {
     let envd = spawn_envd().await;
@@ -48,12 +59,7 @@ async fn client_streamed_stdin_reaches_the_process_in_process() {
     let mut start = bash("head -c 6");
     start.stdin = Some(true);
     let mut s = c.start(req(&envd, start)).await.unwrap().into_inner();
-    // The first event is `start` with the pid.
-    let first = s.message().await.unwrap().unwrap();
-    let pid = match first.event.and_then(|e| e.event) {
-        Some(e2b_envd_proto::process::process_event::Event::Start(st)) => st.pid,
-        other => panic!("expected start, got {other:?}"),
-    };
+    let pid = start_pid(&mut s).await;
     let selector = Some(ProcessSelector {
         selector: Some(Selector::Pid(pid)),
     });
@@ -63,28 +69,8 @@ async fn client_streamed_stdin_reaches_the_process_in_process() {
                 stream_input_request::StartEvent { process: selector },
             )),
         },
-        StreamInputRequest {
-            event: Some(stream_input_request::Event::Data(
-                stream_input_request::DataEvent {
-                    input: Some(ProcessInput {
-                        input: Some(process_input::Input::Stdin(bytes::Bytes::from_static(
-                            b"abc",
-                        ))),
-                    }),
-                },
-            )),
-        },
-        StreamInputRequest {
-            event: Some(stream_input_request::Event::Data(
-                stream_input_request::DataEvent {
-                    input: Some(ProcessInput {
-                        input: Some(process_input::Input::Stdin(bytes::Bytes::from_static(
-                            b"def",
-                        ))),
-                    }),
-                },
-            )),
-        },
+        stdin_data(b"abc"),
+        stdin_data(b"def"),
     ];
     c.stream_input(req(&envd, futures::stream::iter(msgs)))
         .await
@@ -150,10 +136,7 @@ fn a_caller_on_a_short_lived_runtime_leaves_the_process_supervised() {
     let pid = caller_rt.block_on(async move {
         let mut c = ProcessClient::new(svc);
         let mut s = c.start(start).await.unwrap().into_inner();
-        match s.message().await.unwrap().and_then(|m| m.event?.event) {
-            Some(e2b_envd_proto::process::process_event::Event::Start(st)) => st.pid,
-            other => panic!("expected start, got {other:?}"),
-        }
+        start_pid(&mut s).await
     });
     drop(caller_rt);
     // The daemon forgets a process once its supervisor has reaped it and sent its end; with

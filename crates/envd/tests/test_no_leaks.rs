@@ -14,14 +14,7 @@ async fn no_fd_or_process_leak_after_many_commands() {
     let c = ConnectClient::new(&envd);
     let mut g = h2c(&envd).await;
     // Warm up connections and lazily-created runtime resources.
-    collect(
-        g.start(req(&envd, bash("true")))
-            .await
-            .unwrap()
-            .into_inner(),
-        |m| m.event,
-    )
-    .await;
+    collect(start_bash(&mut g, &envd, "true").await, |m| m.event).await;
     let _ = c
         .stream(
             "/process.Process/Start",

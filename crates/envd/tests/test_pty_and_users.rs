@@ -71,19 +71,7 @@ async fn pty_input_resize_and_errors() {
     });
     start.stdin = None;
     let mut s = c.start(req(&envd, start)).await.unwrap().into_inner();
-    let pid = match s
-        .message()
-        .await
-        .unwrap()
-        .unwrap()
-        .event
-        .unwrap()
-        .event
-        .unwrap()
-    {
-        Event::Start(st) => st.pid,
-        other => panic!("{other:?}"),
-    };
+    let pid = start_pid(&mut s).await;
     c.send_input(req(&envd, pty_input(pid, b"tty; stty size\n")))
         .await
         .unwrap();
@@ -145,24 +133,8 @@ async fn pty_input_resize_and_errors() {
 async fn update_and_pty_input_on_a_pipe_process_are_internal() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
-    let mut s = c
-        .start(req(&envd, bash("sleep 30")))
-        .await
-        .unwrap()
-        .into_inner();
-    let pid = match s
-        .message()
-        .await
-        .unwrap()
-        .unwrap()
-        .event
-        .unwrap()
-        .event
-        .unwrap()
-    {
-        Event::Start(st) => st.pid,
-        other => panic!("{other:?}"),
-    };
+    let mut s = start_bash(&mut c, &envd, "sleep 30").await;
+    let pid = start_pid(&mut s).await;
     let err = c
         .update(req(
             &envd,

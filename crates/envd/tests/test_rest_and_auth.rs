@@ -121,14 +121,7 @@ async fn envs_metrics_and_init() {
 
     // The new env vars and workdir reach commands; envVars replace the previous set.
     let mut c = h2c(&envd).await;
-    let got = collect(
-        c.start(req(&envd, bash("echo $A; pwd")))
-            .await
-            .unwrap()
-            .into_inner(),
-        |m| m.event,
-    )
-    .await;
+    let got = collect(start_bash(&mut c, &envd, "echo $A; pwd").await, |m| m.event).await;
     assert_eq!(got.stdout, b"1\n/tmp\n");
     let r = http
         .post(format!("{}/init", envd.url()))

@@ -62,11 +62,7 @@ async fn shutdown_kills_and_reaps_every_process() {
     let mut pids = Vec::new();
     let mut streams = Vec::new();
     for _ in 0..3 {
-        let mut s = c
-            .start(req(&envd, bash("sleep 1000 & sleep 1000")))
-            .await
-            .unwrap()
-            .into_inner();
+        let mut s = start_bash(&mut c, &envd, "sleep 1000 & sleep 1000").await;
         let mut got = Collected::default();
         got.push(s.message().await.unwrap().unwrap().event.unwrap());
         pids.push(got.pid.unwrap() as i32);
@@ -94,11 +90,7 @@ async fn shutdown_kills_and_reaps_every_process() {
 async fn drop_kills_processes() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
-    let mut s = c
-        .start(req(&envd, bash("sleep 1000")))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut s = start_bash(&mut c, &envd, "sleep 1000").await;
     let mut got = Collected::default();
     got.push(s.message().await.unwrap().unwrap().event.unwrap());
     let pid = got.pid.unwrap() as i32;
@@ -256,11 +248,7 @@ async fn start_during_shutdown_is_unavailable() {
     let marker = markers.path().join("started-during-shutdown");
     let mut c = h2c(&envd).await;
     // Keep the connection busy with a running command, so shutdown has something to reap.
-    let mut s = c
-        .start(req(&envd, bash("sleep 1000")))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut s = start_bash(&mut c, &envd, "sleep 1000").await;
     s.message().await.unwrap().unwrap();
     let shutdown = tokio::spawn(envd.shutdown());
     tokio::time::sleep(Duration::from_millis(50)).await;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::{Buf, Bytes};
 use e2b_envd_proto::process::process_client::ProcessClient;
 use e2b_envd_proto::process::process_event::{EndEvent, Event, data_event::Output};
-use e2b_envd_proto::process::{ProcessConfig, ProcessEvent, StartRequest};
+use e2b_envd_proto::process::{ProcessConfig, ProcessEvent, StartRequest, StartResponse};
 pub use e2b_test_support::{TestEnvd, spawn_envd, spawn_envd_open, spawn_envd_with};
 use tonic::transport::Channel;
 
@@ -38,6 +38,30 @@ pub fn req<T>(envd: &TestEnvd, msg: T) -> tonic::Request<T> {
             .insert("x-access-token", t.parse().unwrap());
     }
     r
+}
+
+/// Starts `bash -l -c <cmd>` (stdin closed) on `c` with the daemon's token; panics if the
+/// call fails. Works on any channel: h2c, gRPC-Web or the in-process service.
+pub async fn start_bash<T>(
+    c: &mut ProcessClient<T>,
+    envd: &TestEnvd,
+    cmd: &str,
+) -> tonic::Streaming<StartResponse>
+where
+    T: tonic::client::GrpcService<tonic::body::Body>,
+    T::Error: Into<tonic::codegen::StdError>,
+    T::ResponseBody: tonic::codegen::Body<Data = Bytes> + Send + 'static,
+    <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
+    c.start(req(envd, bash(cmd))).await.unwrap().into_inner()
+}
+
+/// Reads a process stream's first message, which must be `start`, and returns the pid.
+pub async fn start_pid(s: &mut tonic::Streaming<StartResponse>) -> u32 {
+    match s.message().await.unwrap().and_then(|m| m.event?.event) {
+        Some(Event::Start(st)) => st.pid,
+        other => panic!("expected the start event first, got {other:?}"),
+    }
 }
 
 /// gRPC over h2c.
