@@ -18,9 +18,37 @@ pub struct EnvdArgs {
     /// Address to bind.
     #[arg(long, default_value = "127.0.0.1", env = "E2B_ENVD_BIND")]
     pub bind: IpAddr,
-    /// Require this token in `X-Access-Token` (all routes but /health, /files, /init).
-    #[arg(long, env = "E2B_ENVD_ACCESS_TOKEN")]
+    /// Require this token in `X-Access-Token` (all routes but /health, /files, /init). A flag
+    /// shows in `/proc/<pid>/cmdline` to every local user: prefer `--access-token-file` or the
+    /// `E2B_ENVD_ACCESS_TOKEN` environment variable.
+    #[arg(long, env = "E2B_ENVD_ACCESS_TOKEN", hide_env_values = true)]
     pub access_token: Option<String>,
+    /// Read the access token from this file (surrounding whitespace removed).
+    #[arg(
+        long,
+        env = "E2B_ENVD_ACCESS_TOKEN_FILE",
+        conflicts_with = "access_token"
+    )]
+    pub access_token_file: Option<PathBuf>,
+    /// Allow starting on a non-loopback address without an access token (anyone who can reach
+    /// the address can then run commands).
+    #[arg(long)]
+    pub insecure_no_token: bool,
+    /// A browser origin (`https://app.example:8443`) allowed to call the daemon (CORS);
+    /// repeatable. Requests with any other `Origin` are refused. Default: none.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<String>,
+    /// A host name accepted in the `Host` header besides loopback names and the bind address;
+    /// `*.domain` accepts subdomains (an edge proxy's `49983-<id>.<domain>`). Repeatable.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// Most connections served at once (more wait in the listen backlog).
+    #[arg(long, default_value_t = 4096)]
+    pub max_connections: usize,
+    /// Refuse signed `/files` URLs valid for longer than this many seconds (and URLs signed
+    /// without an expiration). Default: no maximum (the SDKs sign without expiration).
+    #[arg(long, value_name = "SECONDS")]
+    pub signature_max_age_secs: Option<u64>,
     /// User that runs commands when a request names none (default: root when running as root,
     /// else the current user).
     #[arg(long)]
@@ -52,15 +80,49 @@ impl EnvdArgs {
             user_alias: self.user_alias.clone(),
             envd_version: self.envd_version.clone(),
             root: self.root.clone(),
+            insecure_no_token: self.insecure_no_token,
+            allow_origins: self.allow_origins.clone(),
+            allow_hosts: self.allow_hosts.clone(),
+            max_connections: self.max_connections,
+            signature_max_age: self
+                .signature_max_age_secs
+                .map(std::time::Duration::from_secs),
             ..EnvdConfig::default()
         }
+    }
+
+    /// Like [`to_config`](Self::to_config), with the token read from
+    /// [`access_token_file`](Self::access_token_file) when one is given.
+    ///
+    /// # Errors
+    ///
+    /// [`EnvdError::Config`] when the token file cannot be read or is empty.
+    pub fn resolve_config(&self) -> Result<EnvdConfig, EnvdError> {
+        let mut config = self.to_config();
+        if let Some(path) = &self.access_token_file {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                EnvdError::Config(format!(
+                    "cannot read the access token file '{}': {e}",
+                    path.display()
+                ))
+            })?;
+            let token = text.trim();
+            if token.is_empty() {
+                return Err(EnvdError::Config(format!(
+                    "the access token file '{}' is empty",
+                    path.display()
+                )));
+            }
+            config.access_token = Some(token.to_string());
+        }
+        Ok(config)
     }
 }
 
 /// Runs the daemon until SIGINT or SIGTERM, printing its URL on stdout once it listens, then
 /// shuts down gracefully (every process group it started is killed and reaped).
 pub async fn run_cli(args: EnvdArgs) -> Result<(), EnvdError> {
-    let handle = Envd::start(args.to_config()).await?;
+    let handle = Envd::start(args.resolve_config()?).await?;
     println!("{}", handle.url());
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
