@@ -53,9 +53,15 @@ impl Filesystem {
     }
 
     fn call_opts(&self) -> CallOptions {
-        let mut o = CallOptions::default();
-        o.user = self.user.clone();
-        o
+        self.with_call_user(CallOptions::default())
+    }
+
+    /// `opts` with this filesystem's user, if it has one.
+    fn with_call_user(&self, opts: CallOptions) -> CallOptions {
+        match &self.user {
+            Some(user) => opts.user(user),
+            None => opts,
+        }
     }
 
     fn files_url(&self) -> String {
@@ -448,8 +454,7 @@ impl Filesystem {
             include_entry: opts.include_entry,
             allow_network_mounts: opts.allow_network_mounts,
         };
-        let mut call = CallOptions::streaming();
-        call.user = self.user.clone();
+        let call = self.with_call_user(CallOptions::streaming());
         let req = self.conn.request(msg, &call)?;
         let stream = self.conn.filesystem().watch_dir(req).await?.into_inner();
         WatchHandle::start(stream).await
