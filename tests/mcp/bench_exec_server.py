@@ -1,4 +1,4 @@
-"""Benchmark of e2b-exec-server (figures go to docs/benchmarks-exec-server.md).
+"""Benchmark of e2b-exec-server (figures go to docs/bench-history/exec-server.md).
 
     E2B_EXEC_SERVER_BIN=target/release/e2b-exec-server /tmp/mcp-venv/bin/python tests/mcp/bench_exec_server.py
 
