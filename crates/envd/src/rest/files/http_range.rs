@@ -31,7 +31,13 @@ pub(crate) fn accept_encoding(headers: &HeaderMap) -> (f32, f32) {
                 .strip_prefix("q=")
                 .or_else(|| p.trim().strip_prefix("Q="))
             {
-                q = val.trim().parse().unwrap_or(0.0);
+                // RFC 9110 q-values lie in 0..=1; anything else (NaN, inf, 7) is clamped or 0.
+                q = val
+                    .trim()
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|q| q.is_finite())
+                    .map_or(0.0, |q| q.clamp(0.0, 1.0));
             }
         }
         match coding.as_str() {
@@ -324,5 +330,17 @@ mod tests {
         assert_eq!(accept_encoding(&h), (0.5, 0.0));
         h.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("*;q=0"));
         assert_eq!(accept_encoding(&h), (0.0, 0.0));
+        // Found by the files_range fuzz target's seeds: NaN and infinite q-values are invalid
+        // (0); values past 1 are clamped.
+        h.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("gzip;q=NaN, identity;q=inf"),
+        );
+        assert_eq!(accept_encoding(&h), (0.0, 0.0));
+        h.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("gzip;q=7, identity;q=-1"),
+        );
+        assert_eq!(accept_encoding(&h), (1.0, 0.0));
     }
 }
