@@ -70,6 +70,13 @@ pub struct EnvdArgs {
 }
 
 impl EnvdArgs {
+    /// Builds the sandbox when this process is the re-execution that `--isolate` starts, and
+    /// then never returns; returns immediately otherwise. Call it first thing in `main`, before
+    /// any thread (tokio runtime) starts.
+    pub fn enter_sandbox_if_child() {
+        e2b_isolation::run_if_child();
+    }
+
     /// The daemon configuration these flags describe.
     pub fn to_config(&self) -> EnvdConfig {
         EnvdConfig {
