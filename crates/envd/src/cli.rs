@@ -187,9 +187,11 @@ async fn run_isolated(args: EnvdArgs) -> Result<(), EnvdError> {
             }
         }
     };
+    let mut asked_to_stop = false;
     let status = match status {
         Some(status) => status,
         None => {
+            asked_to_stop = true;
             // Graceful: the daemon inside kills its processes; then everything else goes.
             let _ = sandbox.signal(libc::SIGTERM);
             let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(6);
@@ -205,7 +207,7 @@ async fn run_isolated(args: EnvdArgs) -> Result<(), EnvdError> {
         }
     };
     let code = e2b_isolation::IsolatedSandbox::exit_code(status);
-    if code != 0 && code != 128 + libc::SIGTERM {
+    if code != 0 && !asked_to_stop {
         return Err(isolation_error(format!(
             "the sandboxed daemon exited with code {code}"
         )));

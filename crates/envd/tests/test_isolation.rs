@@ -96,6 +96,12 @@ impl Sandbox {
     /// Runs `bash -l -c cmd` as `user` (the default) or another user; returns stdout, stderr
     /// and the exit code.
     async fn run_as(&self, user: &str, cmd: &str) -> (String, String, i32) {
+        tokio::time::timeout(Duration::from_secs(90), self.run_as_inner(user, cmd))
+            .await
+            .unwrap_or_else(|_| panic!("`{cmd}` in the sandbox did not finish within 90 s"))
+    }
+
+    async fn run_as_inner(&self, user: &str, cmd: &str) -> (String, String, i32) {
         let mut c = self.process().await;
         let mut req = tonic::Request::new(common::bash(cmd));
         req.metadata_mut()
@@ -406,4 +412,52 @@ async fn file_api_sees_only_the_sandbox_root() {
             "the Filesystem RPC listed the host's home: {names:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn fork_bomb_and_memory_hog_are_contained_while_another_sandbox_answers() {
+    let a = Sandbox::start(&[
+        "--pids-max",
+        "96",
+        "--memory-mb",
+        "160",
+        "--cpu-count",
+        "0.5",
+    ]);
+    let b = Sandbox::start(&[]);
+    let bomb = async {
+        a.run("timeout -s KILL 4 bash -c 'f() { f | f & }; f; wait' ; echo bomb-done")
+            .await
+    };
+    let other = async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let started = Instant::now();
+        let r = b.run("echo ok").await;
+        (r, started.elapsed())
+    };
+    let ((bomb_out, _, _), ((out, err, code), took)) = tokio::join!(bomb, other);
+    assert!(bomb_out.contains("bomb-done"), "{bomb_out}");
+    assert_eq!(
+        (out.trim(), code),
+        ("ok", 0),
+        "the other sandbox failed: {err}"
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "the other sandbox took {took:?}"
+    );
+    // The limit held: the sandbox recovers once the bomb is gone.
+    let (out, err, code) = a.run("echo alive").await;
+    assert_eq!((out.trim(), code), ("alive", 0), "{err}");
+
+    // 400 MiB in a 160 MiB sandbox: the hog is killed, the daemon and the other sandbox live.
+    let (out, _, code) = a
+        .run("head -c 400m /dev/zero | tail > /dev/null && echo ALLOCATED")
+        .await;
+    assert!(!out.contains("ALLOCATED"), "the memory hog was not stopped");
+    assert_ne!(code, 0);
+    let (out, _, code) = a.run("echo still-here").await;
+    assert_eq!((out.trim(), code), ("still-here", 0));
+    let (out, _, code) = b.run("echo ok").await;
+    assert_eq!((out.trim(), code), ("ok", 0));
 }
