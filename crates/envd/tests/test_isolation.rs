@@ -45,15 +45,12 @@ impl Sandbox {
         require_isolation();
         let id = format!("iso-{}-{}", std::process::id(), unique());
         let mut child = Command::new(env!("CARGO_BIN_EXE_e2b-envd"))
-            .args([
-                "--isolate",
-                "--port",
-                "0",
-                "--network",
-                "none",
-                "--sandbox-id",
-                &id,
-            ])
+            .args(["--isolate", "--port", "0", "--sandbox-id", &id])
+            .args(if extra.contains(&"--network") {
+                &[][..]
+            } else {
+                &["--network", "none"][..]
+            })
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -70,10 +67,13 @@ impl Sandbox {
             .recv_timeout(Duration::from_secs(30))
             .expect("the isolated daemon printed no URL within 30 s");
         let url = line.trim().to_string();
-        assert!(
-            url.starts_with("http://"),
-            "the isolated daemon failed to start (see its stderr above); stdout: {url:?}"
-        );
+        if !url.starts_with("http://") {
+            let status = child.wait();
+            panic!(
+                "the isolated daemon failed to start (see its stderr above): {status:?}; \
+                 stdout: {url:?}"
+            );
+        }
         Sandbox { child, url, id }
     }
 
@@ -460,4 +460,47 @@ async fn fork_bomb_and_memory_hog_are_contained_while_another_sandbox_answers() 
     assert_eq!((out.trim(), code), ("still-here", 0));
     let (out, _, code) = b.run("echo ok").await;
     assert_eq!((out.trim(), code), ("ok", 0));
+}
+
+/// `--network internet` (E2B's default): outbound goes through a user-mode NAT helper, the
+/// host's loopback stays unreachable. No traffic leaves the machine: only the configuration
+/// is checked, and connections go to the host's loopback listener (which must see nothing).
+#[tokio::test]
+async fn internet_is_configured_and_host_loopback_stays_unreachable() {
+    let probe = e2b_isolation_probe();
+    assert!(
+        probe,
+        "--network internet needs slirp4netns or pasta: install the `slirp4netns` or `passt` package"
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let sbx = Sandbox::start(&["--network", "internet"]);
+    let (out, err, code) = sbx
+        .run("ip route show default; grep -c '^nameserver' /etc/resolv.conf")
+        .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("default via"), "no default route: {out}");
+    assert_ne!(out.lines().nth(1), Some("0"), "no nameserver: {out}");
+    for host in ["127.0.0.1", "10.0.2.2", "169.254.1.1"] {
+        let (out, _, _) = sbx
+            .run(&format!(
+                "timeout 5 bash -c 'echo hi > /dev/tcp/{host}/{port}' && echo CONNECTED"
+            ))
+            .await;
+        assert!(
+            !out.contains("CONNECTED"),
+            "reached the host's loopback via {host}"
+        );
+    }
+    assert!(
+        listener.accept().is_err(),
+        "the host's loopback listener got a connection from the sandbox"
+    );
+}
+
+fn e2b_isolation_probe() -> bool {
+    ["/usr/bin/slirp4netns", "/usr/bin/pasta"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists())
 }
