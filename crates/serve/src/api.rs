@@ -1,0 +1,729 @@
+//! The API port: E2B's sandbox endpoints (`openapi/e2b.yml`), authenticated with `X-API-Key`.
+
+// Helpers return the error response itself; they run once per request, off any hot loop.
+#![allow(clippy::result_large_err)]
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, RawQuery, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse as _, Response};
+use axum::routing::{get, post};
+use base64::Engine as _;
+use http::{HeaderValue, StatusCode, header};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::sandboxes::{self, Failure, Registry};
+use crate::util;
+use crate::wire;
+
+/// Shared state of the API handlers.
+#[derive(Clone)]
+pub(crate) struct Api {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) api_key: Arc<str>,
+}
+
+fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
+    let text = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
+    let mut resp = Response::new(Body::from(text));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    json(
+        status,
+        &wire::ApiError {
+            code: status.as_u16(),
+            message: message.into(),
+        },
+    )
+}
+
+fn failure(f: Failure) -> Response {
+    error(f.status, f.message)
+}
+
+fn no_content() -> Response {
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// Parses a JSON body; a missing or malformed one is a 400 naming what is wrong.
+fn body<T: DeserializeOwned>(bytes: &Bytes, what: &str) -> Result<T, Response> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("request body is missing: send a JSON {what}"),
+        ));
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("invalid {what} body: {e}")))
+}
+
+fn check_id(id: &str) -> Result<(), Response> {
+    if util::valid_id(id) {
+        Ok(())
+    } else {
+        Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("Invalid sandbox ID: {id:?} (expected lowercase letters and digits)"),
+        ))
+    }
+}
+
+/// The API router.
+pub(crate) fn router(api: Api) -> Router {
+    let authed = Router::new()
+        .route("/sandboxes", post(create).get(list_v1))
+        .route("/v2/sandboxes", get(list_v2))
+        .route("/sandboxes/metrics", get(batch_metrics))
+        .route("/sandboxes/{id}", get(info).delete(kill))
+        .route("/sandboxes/{id}/timeout", post(set_timeout))
+        .route("/sandboxes/{id}/connect", post(connect))
+        .route("/sandboxes/{id}/pause", post(pause))
+        .route("/sandboxes/{id}/resume", post(resume))
+        .route("/sandboxes/{id}/refreshes", post(refresh))
+        .route("/sandboxes/{id}/metrics", get(metrics))
+        .route("/sandboxes/{id}/logs", get(logs_v1))
+        .route("/v2/sandboxes/{id}/logs", get(logs_v2))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(api.clone(), auth));
+    Router::new()
+        .route("/health", get(health))
+        .merge(authed)
+        .with_state(api)
+}
+
+async fn health() -> Response {
+    json(StatusCode::OK, &serde_json::json!({"status": "ok"}))
+}
+
+async fn not_found() -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "no such endpoint in E2B's sandbox API",
+    )
+}
+
+async fn method_not_allowed() -> Response {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this method is not allowed on this endpoint",
+    )
+}
+
+async fn auth(State(api): State<Api>, req: Request, next: Next) -> Response {
+    let given = req.headers().get("x-api-key").map(|v| v.as_bytes());
+    match given {
+        None => error(
+            StatusCode::UNAUTHORIZED,
+            "missing X-API-Key header: set E2B_API_KEY to the key e2b serve printed",
+        ),
+        Some(k) if !constant_time_eq(k, api.api_key.as_bytes()) => error(
+            StatusCode::UNAUTHORIZED,
+            "Invalid API key: use the key e2b serve printed at start (E2B_API_KEY)",
+        ),
+        Some(_) => next.run(req).await,
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn create(State(api): State<Api>, bytes: Bytes) -> Response {
+    let req: wire::NewSandbox = match body(&bytes, "NewSandbox") {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    match api.registry.create(req).await {
+        Ok(s) => json(StatusCode::CREATED, &s.wire()),
+        Err(f) => failure(f),
+    }
+}
+
+async fn info(State(api): State<Api>, Path(id): Path<String>) -> Response {
+    if let Err(r) = check_id(&id) {
+        return r;
+    }
+    match api.registry.get(&id) {
+        Some(s) => json(StatusCode::OK, &s.detail(&api.registry.settings)),
+        None => failure(Failure::not_found(&id)),
+    }
+}
+
+async fn kill(State(api): State<Api>, Path(id): Path<String>) -> Response {
+    if let Err(r) = check_id(&id) {
+        return r;
+    }
+    if api.registry.kill(&id).await {
+        no_content()
+    } else {
+        failure(Failure::not_found(&id))
+    }
+}
+
+async fn set_timeout(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -> Response {
+    if let Err(r) = check_id(&id) {
+        return r;
+    }
+    let req: wire::TimeoutBody = match body(&bytes, "SandboxTimeoutRequest") {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    match api.registry.set_timeout(&id, req.timeout) {
+        Ok(()) => no_content(),
+        Err(f) => failure(f),
+    }
+}
+
+async fn refresh(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -> Response {
+    if let Err(r) = check_id(&id) {
+        return r;
+    }
+    #[derive(serde::Deserialize, Default)]
+    struct Refresh {
+        duration: Option<i64>,
+    }
+    let req: Refresh = if bytes.iter().all(u8::is_ascii_whitespace) {
+        Refresh::default()
+    } else {
+        match body(&bytes, "refresh") {
+            Ok(r) => r,
+            Err(r) => return r,
+        }
+    };
+    match api.registry.connect(&id, req.duration.unwrap_or(15)) {
+        Ok(_) => no_content(),
+        Err(f) => failure(f),
+    }
+}
+
+async fn connect(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -> Response {
+    if let Err(r) = check_id(&id) {
+        return r;
+    }
+    let req: wire::TimeoutBody = match body(&bytes, "ConnectSandbox") {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    match api.registry.connect(&id, req.timeout) {
+        Ok((s, resumed)) => json(
+            if resumed {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            },
+            &s.wire(),
+        ),
+        Err(f) => failure(f),
+    }
+}
+
+async fn resume(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -> Response {
+    if let Err(r) = check_id(&id) {
+        return r;
+    }
+    let req: wire::ResumedSandbox = if bytes.iter().all(u8::is_ascii_whitespace) {
+        wire::ResumedSandbox::default()
+    } else {
+        match body(&bytes, "ResumedSandbox") {
+            Ok(r) => r,
+            Err(r) => return r,
+        }
+    };
+    match api.registry.resume(&id, req.timeout.unwrap_or(15)) {
+        Ok(s) => json(StatusCode::CREATED, &s.wire()),
+        Err(f) => failure(f),
+    }
+}
+
+async fn pause(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -> Response {
+    if let Err(r) = check_id(&id) {
+        return r;
+    }
+    if !bytes.iter().all(u8::is_ascii_whitespace)
+        && let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes)
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("invalid SandboxPauseRequest body: {e}"),
+        );
+    }
+    match api.registry.pause(&id) {
+        Ok(()) => no_content(),
+        Err(f) => failure(f),
+    }
+}
+
+fn int_param(pairs: &[(String, String)], name: &str) -> Result<Option<i64>, Response> {
+    match pairs.iter().rev().find(|(k, _)| k == name) {
+        None => Ok(None),
+        Some((_, v)) => v.parse::<i64>().map(Some).map_err(|_| {
+            error(
+                StatusCode::BAD_REQUEST,
+                format!("query parameter {name} must be an integer, not {v:?}"),
+            )
+        }),
+    }
+}
+
+fn pairs(q: Option<String>) -> Result<Vec<(String, String)>, Response> {
+    util::query_pairs(q.as_deref())
+        .ok_or_else(|| error(StatusCode::BAD_REQUEST, "malformed query string"))
+}
+
+async fn metrics(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Response {
+    if let Err(r) = check_id(&id) {
+        return r;
+    }
+    let p = match pairs(q) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let (start, end) = match (int_param(&p, "start"), int_param(&p, "end")) {
+        (Ok(s), Ok(e)) => (s, e),
+        (Err(r), _) | (_, Err(r)) => return r,
+    };
+    match api.registry.get(&id) {
+        Some(s) => json(StatusCode::OK, &s.metrics(start, end)),
+        None => failure(Failure::not_found(&id)),
+    }
+}
+
+async fn batch_metrics(State(api): State<Api>, RawQuery(q): RawQuery) -> Response {
+    let p = match pairs(q) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let ids: Vec<String> = p
+        .iter()
+        .filter(|(k, _)| k == "sandbox_ids")
+        .flat_map(|(_, v)| v.split(',').map(str::to_owned))
+        .filter(|s| !s.is_empty())
+        .collect();
+    if ids.len() > 100 {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "Too many sandboxes requested, maximum is 100",
+        );
+    }
+    let mut out = serde_json::Map::new();
+    for id in ids {
+        if let Some(m) = api.registry.get(&id).and_then(|s| s.latest_metric())
+            && let Ok(v) = serde_json::to_value(m)
+        {
+            out.insert(id, v);
+        }
+    }
+    json(StatusCode::OK, &serde_json::json!({ "sandboxes": out }))
+}
+
+fn log_line(level: &str, message: &str, id: &str) -> String {
+    serde_json::json!({
+        "level": level,
+        "logger": "e2b-serve",
+        "message": message,
+        "sandboxID": id,
+    })
+    .to_string()
+}
+
+async fn logs_v1(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Response {
+    if let Err(r) = check_id(&id) {
+        return r;
+    }
+    let p = match pairs(q) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let (start, limit) = match (int_param(&p, "start"), int_param(&p, "limit")) {
+        (Ok(s), Ok(l)) => (s, l.unwrap_or(1000).clamp(0, 1000) as usize),
+        (Err(r), _) | (_, Err(r)) => return r,
+    };
+    let Some(s) = api.registry.get(&id) else {
+        return failure(Failure::not_found(&id));
+    };
+    let entries = s.logs(start, limit);
+    let logs: Vec<wire::SandboxLog> = entries
+        .iter()
+        .map(|(at, level, msg)| wire::SandboxLog {
+            timestamp: util::rfc3339(*at),
+            line: log_line(level, msg, &id),
+        })
+        .collect();
+    let log_entries: Vec<wire::SandboxLogEntry> = entries
+        .into_iter()
+        .map(|(at, level, message)| wire::SandboxLogEntry {
+            timestamp: util::rfc3339(at),
+            level,
+            message,
+            fields: Default::default(),
+        })
+        .collect();
+    json(
+        StatusCode::OK,
+        &serde_json::json!({ "logs": logs, "logEntries": log_entries }),
+    )
+}
+
+fn level_rank(level: &str) -> u8 {
+    match level {
+        "debug" => 0,
+        "info" => 1,
+        "warn" => 2,
+        _ => 3,
+    }
+}
+
+async fn logs_v2(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Response {
+    if let Err(r) = check_id(&id) {
+        return r;
+    }
+    let p = match pairs(q) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let (cursor, limit) = match (int_param(&p, "cursor"), int_param(&p, "limit")) {
+        (Ok(c), Ok(l)) => (c, l.unwrap_or(1000)),
+        (Err(r), _) | (_, Err(r)) => return r,
+    };
+    if !(0..=1000).contains(&limit) {
+        return error(StatusCode::BAD_REQUEST, "limit must be between 0 and 1000");
+    }
+    let get = |name: &str| {
+        p.iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let forward = match get("direction") {
+        None | Some("backward") => false,
+        Some("forward") => true,
+        Some(d) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("direction must be forward or backward, not {d:?}"),
+            );
+        }
+    };
+    let min_level = match get("level") {
+        None => 0,
+        Some(l @ ("debug" | "info" | "warn" | "error")) => level_rank(l),
+        Some(l) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("level must be debug, info, warn or error, not {l:?}"),
+            );
+        }
+    };
+    let search = get("search").unwrap_or("");
+    let Some(s) = api.registry.get(&id) else {
+        return failure(Failure::not_found(&id));
+    };
+    let mut entries: Vec<_> = s
+        .logs(None, usize::MAX)
+        .into_iter()
+        .filter(|(_, level, msg)| level_rank(level) >= min_level && msg.contains(search))
+        .filter(|(at, _, _)| {
+            let ms = (at.unix_timestamp_nanos() / 1_000_000) as i64;
+            match cursor {
+                None => true,
+                Some(c) if forward => ms >= c,
+                Some(c) => ms <= c,
+            }
+        })
+        .collect();
+    if !forward {
+        entries.reverse();
+    }
+    let logs: Vec<wire::SandboxLogEntry> = entries
+        .into_iter()
+        .take(limit as usize)
+        .map(|(at, level, message)| wire::SandboxLogEntry {
+            timestamp: util::rfc3339(at),
+            level,
+            message,
+            fields: Default::default(),
+        })
+        .collect();
+    json(StatusCode::OK, &serde_json::json!({ "logs": logs }))
+}
+
+/// Deprecated `GET /sandboxes`: running sandboxes, optional metadata filter.
+async fn list_v1(State(api): State<Api>, RawQuery(q): RawQuery) -> Response {
+    let p = match pairs(q) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let filter = match p.iter().find(|(k, _)| k == "metadata") {
+        Some((_, v)) => match parse_metadata_filter(v) {
+            Ok(f) => f,
+            Err(r) => return r,
+        },
+        None => Vec::new(),
+    };
+    let settings = &api.registry.settings;
+    let mut items: Vec<_> = api
+        .registry
+        .all()
+        .into_iter()
+        .map(|s| {
+            let v = s.view();
+            (s, v)
+        })
+        .filter(|(s, v)| {
+            v.state == sandboxes::State::Running
+                && filter.iter().all(|(k, val)| s.metadata.get(k) == Some(val))
+        })
+        .collect();
+    items.sort_by(|a, b| {
+        b.1.started_at
+            .cmp(&a.1.started_at)
+            .then(a.0.id.cmp(&b.0.id))
+    });
+    let out: Vec<_> = items.iter().map(|(s, v)| s.listed(settings, v)).collect();
+    json(StatusCode::OK, &out)
+}
+
+/// infra's `parseFilters`: unescape the whole value, split on `&`, each pair on `=` (exactly
+/// two parts), unescape key and value.
+fn parse_metadata_filter(value: &str) -> Result<Vec<(String, String)>, Response> {
+    let bad = |why: &str| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!("invalid metadata filter {value:?}: {why}"),
+        )
+    };
+    let whole = util::query_unescape(value).ok_or_else(|| bad("bad percent-encoding"))?;
+    let mut out = Vec::new();
+    for pair in whole.split('&').filter(|p| !p.is_empty()) {
+        let parts: Vec<&str> = pair.split('=').collect();
+        if parts.len() != 2 {
+            return Err(bad("each filter must be key=value"));
+        }
+        let k = util::query_unescape(parts[0]).ok_or_else(|| bad("bad percent-encoding"))?;
+        let v = util::query_unescape(parts[1]).ok_or_else(|| bad("bad percent-encoding"))?;
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+fn next_token(started: time::OffsetDateTime, id: &str, asc: bool) -> String {
+    let raw = format!(
+        "{}__{id}{}",
+        util::rfc3339_nano(started),
+        if asc { "__asc" } else { "" }
+    );
+    base64::engine::general_purpose::URL_SAFE.encode(raw)
+}
+
+fn parse_token(token: &str, asc: bool) -> Option<(time::OffsetDateTime, String)> {
+    let bytes = base64::engine::general_purpose::URL_SAFE
+        .decode(token)
+        .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token))
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let mut parts = text.split("__");
+    let t = util::parse_rfc3339(parts.next()?)?;
+    let id = parts.next()?.to_string();
+    let is_asc = match parts.next() {
+        None => false,
+        Some("asc") => true,
+        Some(_) => return None,
+    };
+    (is_asc == asc && parts.next().is_none() && util::valid_id(&id)).then_some((t, id))
+}
+
+/// `GET /v2/sandboxes`.
+async fn list_v2(State(api): State<Api>, RawQuery(q): RawQuery) -> Response {
+    let p = match pairs(q) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let mut want_running = false;
+    let mut want_paused = false;
+    let mut any_state = false;
+    let mut filter = Vec::new();
+    let mut asc = false;
+    let mut started_after = None;
+    let mut template = None;
+    let mut token = None;
+    let mut limit = 100usize;
+    for (k, v) in &p {
+        match k.as_str() {
+            "state" => {
+                for s in v.split(',').filter(|s| !s.is_empty()) {
+                    any_state = true;
+                    match s {
+                        "running" => want_running = true,
+                        "paused" => want_paused = true,
+                        other => {
+                            return error(
+                                StatusCode::BAD_REQUEST,
+                                format!("state must be running or paused, not {other:?}"),
+                            );
+                        }
+                    }
+                }
+            }
+            "metadata" => match parse_metadata_filter(v) {
+                Ok(f) => filter = f,
+                Err(r) => return r,
+            },
+            "order" => match v.as_str() {
+                "asc" => asc = true,
+                "desc" => asc = false,
+                other => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        format!("order must be asc or desc, not {other:?}"),
+                    );
+                }
+            },
+            "startedAfter" => match util::parse_rfc3339(v) {
+                Some(t) => started_after = Some(util::truncate_us(t)),
+                None => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        format!("startedAfter must be an RFC 3339 date-time, not {v:?}"),
+                    );
+                }
+            },
+            "template" => {
+                if v.contains(':') {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "template filter must not contain a tag",
+                    );
+                }
+                template = Some(v.clone());
+            }
+            "nextToken" => token = Some(v.clone()),
+            "limit" => match v.parse::<usize>() {
+                Ok(n) if (1..=100).contains(&n) => limit = n,
+                _ => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        format!("limit must be an integer from 1 to 100, not {v:?}"),
+                    );
+                }
+            },
+            _ => {}
+        }
+    }
+    if !any_state {
+        want_running = true;
+        want_paused = true;
+    }
+    let cursor = match token.as_deref().filter(|t| !t.is_empty()) {
+        None => None,
+        Some(t) => match parse_token(t, asc) {
+            Some(c) => Some(c),
+            None => return error(StatusCode::BAD_REQUEST, "Invalid next token"),
+        },
+    };
+    let settings = &api.registry.settings;
+    let mut items: Vec<_> = api
+        .registry
+        .all()
+        .into_iter()
+        .map(|s| {
+            let v = s.view();
+            (s, v)
+        })
+        .filter(|(s, v)| {
+            let state_ok = match v.state {
+                sandboxes::State::Running => want_running,
+                sandboxes::State::Paused => want_paused,
+            };
+            state_ok
+                && filter.iter().all(|(k, val)| s.metadata.get(k) == Some(val))
+                && template.as_deref().is_none_or(|t| t == sandboxes::TEMPLATE)
+                && started_after.is_none_or(|t| v.started_at >= t)
+        })
+        .collect();
+    // Desc = (startedAt DESC, id ASC); asc is the exact reverse.
+    items.sort_by(|a, b| {
+        b.1.started_at
+            .cmp(&a.1.started_at)
+            .then(a.0.id.cmp(&b.0.id))
+    });
+    if asc {
+        items.reverse();
+    }
+    let total_running = items
+        .iter()
+        .filter(|(_, v)| v.state == sandboxes::State::Running)
+        .count();
+    if let Some((t, id)) = cursor {
+        items.retain(|(s, v)| {
+            let key = (v.started_at, s.id.as_str());
+            if asc {
+                key.0 > t || (key.0 == t && key.1 < id.as_str())
+            } else {
+                key.0 < t || (key.0 == t && key.1 > id.as_str())
+            }
+        });
+    }
+    let more = items.len() > limit;
+    items.truncate(limit);
+    let out: Vec<_> = items.iter().map(|(s, v)| s.listed(settings, v)).collect();
+    let mut resp = json(StatusCode::OK, &out);
+    if more
+        && let Some((s, v)) = items.last()
+        && let Ok(h) = HeaderValue::from_str(&next_token(v.started_at, &s.id, asc))
+    {
+        resp.headers_mut().insert("x-next-token", h);
+    }
+    if want_running {
+        resp.headers_mut()
+            .insert("x-total-running", HeaderValue::from(total_running));
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip_and_reject_the_other_order() {
+        let t = util::now();
+        let tok = next_token(t, "iabc", false);
+        assert_eq!(parse_token(&tok, false), Some((t, "iabc".into())));
+        assert_eq!(parse_token(&tok, true), None);
+        let tok = next_token(t, "iabc", true);
+        assert_eq!(parse_token(&tok, true), Some((t, "iabc".into())));
+        assert_eq!(parse_token("!!", false), None);
+    }
+
+    #[test]
+    fn metadata_filter_decodes_in_three_stages() {
+        // The SDKs' encoding of {"a b": "c&d"} after the framework's own decode.
+        let f = parse_metadata_filter("a%2520b=c%2526d").ok();
+        assert_eq!(f, Some(vec![("a b".to_string(), "c&d".to_string())]));
+        assert!(parse_metadata_filter("a=b=c").is_err());
+    }
+}

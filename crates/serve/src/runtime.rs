@@ -1,0 +1,341 @@
+//! The runtime seam: how a sandbox's envd is started, frozen, thawed, measured and killed.
+//!
+//! [`PlainRuntime`] runs each sandbox as its own envd process on an ephemeral loopback port,
+//! behind the [`sandbox_init`](crate::sandbox_init) shim. An isolated runtime (namespaces, a
+//! template root, cgroup limits) implements the same two traits.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use nix::sys::signal::Signal;
+use tokio::io::AsyncBufReadExt as _;
+use tokio::process::{Child, Command};
+
+use crate::error::ServeError;
+use crate::proctree;
+
+/// How long a new envd may take to print its address.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// What the runtime needs to start one sandbox.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SandboxSpec {
+    /// The sandbox id (`[a-z0-9]+`).
+    pub id: String,
+    /// A directory that belongs to this sandbox alone (removed when it is killed).
+    pub dir: PathBuf,
+}
+
+/// Resources a sandbox used at one moment.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct Usage {
+    /// CPU time used by all of the sandbox's processes since it started, in seconds.
+    pub cpu_seconds: f64,
+    /// Resident memory of all of the sandbox's processes, in bytes.
+    pub memory_bytes: u64,
+}
+
+/// Starts sandboxes. Implementations must be cheap to share between tasks.
+#[async_trait]
+pub trait Runtime: Send + Sync + 'static {
+    /// A short name for logs and `e2b serve`'s banner (`plain`, `isolated`).
+    fn name(&self) -> &'static str;
+
+    /// Starts the envd of a new sandbox and returns once it accepts connections. `e2b serve`
+    /// then sends it `POST /init` (default user, working directory, env vars, access token).
+    ///
+    /// # Errors
+    ///
+    /// [`ServeError::Spawn`] when the daemon cannot be started or does not come up in time.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future kills a half-started daemon (its child handle is `kill_on_drop`).
+    async fn spawn(&self, spec: SandboxSpec) -> Result<Box<dyn Instance>, ServeError>;
+}
+
+/// One running sandbox, as its runtime controls it.
+#[async_trait]
+pub trait Instance: Send + Sync + 'static {
+    /// The loopback address of the sandbox's envd.
+    fn envd_addr(&self) -> SocketAddr;
+    /// The user commands run as by default (sent as `defaultUser` in `/init`).
+    fn default_user(&self) -> String;
+    /// The working directory of commands that name none (sent as `defaultWorkdir`).
+    fn default_workdir(&self) -> String;
+    /// Freezes every process of the sandbox, envd included.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeError::Control`] when the processes cannot be signalled.
+    fn pause(&self) -> Result<(), ServeError>;
+    /// Thaws what [`pause`](Self::pause) froze.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeError::Control`] when the processes cannot be signalled.
+    fn resume(&self) -> Result<(), ServeError>;
+    /// CPU time and memory of all of the sandbox's processes.
+    fn usage(&self) -> Usage;
+    /// Kills every process of the sandbox and waits until they are gone.
+    ///
+    /// # Cancel safety
+    ///
+    /// The SIGKILL is sent before the first await: dropping the future only skips the wait.
+    async fn kill(&self);
+}
+
+/// How the runtime runs envd and the `sandbox-init` shim: a program and the arguments that
+/// select each mode. With the `e2b` binary this is `e2b serve sandbox-init -- e2b serve envd`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct EnvdCommand {
+    /// The program (an absolute path is best).
+    pub program: PathBuf,
+    /// Arguments that make `program` run the `sandbox-init` shim (followed by `--` and the envd
+    /// command line). Empty = no shim: envd runs as a direct child.
+    pub init_args: Vec<OsString>,
+    /// Arguments that make `program` run envd; `e2b serve` appends `--port 0 --bind 127.0.0.1`
+    /// and `--user-alias user`.
+    pub envd_args: Vec<OsString>,
+}
+
+impl EnvdCommand {
+    /// The `e2b-serve` or `e2b` binary running now: `<exe> <prefix> sandbox-init -- <exe>
+    /// <prefix> envd`, where `prefix` is what reaches [`ServeArgs`](crate::ServeArgs) (empty for
+    /// `e2b-serve`, `serve` for `e2b`).
+    ///
+    /// # Errors
+    ///
+    /// [`ServeError::Io`] when the path of the running program cannot be found.
+    pub fn current_exe(prefix: &[&str]) -> Result<Self, ServeError> {
+        let program = std::env::current_exe()?;
+        let mut init_args: Vec<OsString> = prefix.iter().map(OsString::from).collect();
+        init_args.push("sandbox-init".into());
+        let mut envd_args: Vec<OsString> = prefix.iter().map(OsString::from).collect();
+        envd_args.push("envd".into());
+        Ok(Self {
+            program,
+            init_args,
+            envd_args,
+        })
+    }
+
+    /// `program` run as `program <init_args> -- program <envd_args> ...` (the shim), or, with
+    /// empty `init_args`, as `program <envd_args> ...`.
+    pub fn new(
+        program: impl Into<PathBuf>,
+        init_args: Vec<OsString>,
+        envd_args: Vec<OsString>,
+    ) -> Self {
+        Self {
+            program: program.into(),
+            init_args,
+            envd_args,
+        }
+    }
+
+    /// A program that is envd itself (for example `e2b-envd`), run without the shim.
+    pub fn envd(program: impl Into<PathBuf>, envd_args: Vec<OsString>) -> Self {
+        Self {
+            program: program.into(),
+            init_args: Vec::new(),
+            envd_args,
+        }
+    }
+}
+
+/// The plain runtime: each sandbox is an envd process (own port, own process table, own working
+/// directory, own access token) under the `sandbox-init` shim; pause = SIGSTOP of the whole
+/// process tree. No filesystem or network isolation: see `docs/control-plane.md`.
+#[derive(Debug, Clone)]
+pub struct PlainRuntime {
+    command: EnvdCommand,
+}
+
+impl PlainRuntime {
+    /// A plain runtime that starts envd with `command`.
+    pub fn new(command: EnvdCommand) -> Self {
+        Self { command }
+    }
+}
+
+#[async_trait]
+impl Runtime for PlainRuntime {
+    fn name(&self) -> &'static str {
+        "plain"
+    }
+
+    async fn spawn(&self, spec: SandboxSpec) -> Result<Box<dyn Instance>, ServeError> {
+        let home = spec.dir.join("home");
+        std::fs::create_dir_all(&home)
+            .map_err(|e| ServeError::Spawn(format!("cannot create {}: {e}", home.display())))?;
+        let c = &self.command;
+        let mut envd: Vec<OsString> = vec![c.program.clone().into_os_string()];
+        envd.extend(c.envd_args.iter().cloned());
+        for a in [
+            "--port",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--user-alias",
+            "user",
+            "--default-workdir",
+        ] {
+            envd.push(a.into());
+        }
+        envd.push(home.clone().into_os_string());
+        let mut cmd = if c.init_args.is_empty() {
+            let mut cmd = Command::new(&c.program);
+            cmd.args(&envd[1..]);
+            cmd
+        } else {
+            let mut cmd = Command::new(&c.program);
+            cmd.args(&c.init_args).arg("--").args(&envd);
+            cmd
+        };
+        cmd.current_dir(&home)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .process_group(0);
+        // Nothing of the control plane's own settings reaches the sandbox.
+        for var in [
+            "E2B_API_KEY",
+            "E2B_ACCESS_TOKEN",
+            "E2B_ENVD_ACCESS_TOKEN",
+            "E2B_ENVD_PORT",
+            "E2B_ENVD_BIND",
+            "E2B_ENVD_ROOT",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.env("E2B_SANDBOX_ID", &spec.id);
+        // SAFETY: the closure only calls prctl, which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+            });
+        }
+        let mut child = cmd.spawn().map_err(|e| {
+            ServeError::Spawn(format!(
+                "cannot run {}: {e}; set the envd program (e2b serve --envd-program)",
+                c.program.display()
+            ))
+        })?;
+        let Some(stdout) = child.stdout.take() else {
+            return Err(ServeError::Spawn("envd's stdout is not a pipe".into()));
+        };
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let line = match tokio::time::timeout(START_TIMEOUT, lines.next_line()).await {
+            Ok(Ok(Some(line))) => line,
+            Ok(Ok(None)) => {
+                let status = child.wait().await.ok();
+                return Err(ServeError::Spawn(format!(
+                    "envd exited before listening ({}); run `{} {}` by hand to see why",
+                    status.map(|s| s.to_string()).unwrap_or_default(),
+                    c.program.display(),
+                    c.envd_args
+                        .iter()
+                        .map(|a| a.to_string_lossy())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )));
+            }
+            Ok(Err(e)) => return Err(ServeError::Spawn(format!("reading envd's address: {e}"))),
+            Err(_) => {
+                return Err(ServeError::Spawn(format!(
+                    "envd printed no address within {START_TIMEOUT:?}"
+                )));
+            }
+        };
+        let addr = parse_url_addr(&line).ok_or_else(|| {
+            ServeError::Spawn(format!("envd printed {line:?}, not an http://IP:PORT URL"))
+        })?;
+        // Keep draining envd's stdout so it never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let pid = child.id().map(|p| p as i32).unwrap_or(0);
+        Ok(Box::new(PlainInstance {
+            addr,
+            pid,
+            home: home.to_string_lossy().into_owned(),
+            child: tokio::sync::Mutex::new(child),
+        }))
+    }
+}
+
+fn parse_url_addr(line: &str) -> Option<SocketAddr> {
+    line.trim()
+        .strip_prefix("http://")?
+        .trim_end_matches('/')
+        .parse()
+        .ok()
+}
+
+struct PlainInstance {
+    addr: SocketAddr,
+    pid: i32,
+    home: String,
+    child: tokio::sync::Mutex<Child>,
+}
+
+#[async_trait]
+impl Instance for PlainInstance {
+    fn envd_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn default_user(&self) -> String {
+        "user".into()
+    }
+
+    fn default_workdir(&self) -> String {
+        self.home.clone()
+    }
+
+    fn pause(&self) -> Result<(), ServeError> {
+        if self.pid <= 0 {
+            return Err(ServeError::Control("the sandbox has no process".into()));
+        }
+        proctree::stop_tree(self.pid);
+        Ok(())
+    }
+
+    fn resume(&self) -> Result<(), ServeError> {
+        if self.pid <= 0 {
+            return Err(ServeError::Control("the sandbox has no process".into()));
+        }
+        proctree::signal_tree(self.pid, Signal::SIGCONT);
+        Ok(())
+    }
+
+    fn usage(&self) -> Usage {
+        let (cpu_seconds, memory_bytes) = proctree::usage(self.pid);
+        Usage {
+            cpu_seconds,
+            memory_bytes,
+        }
+    }
+
+    async fn kill(&self) {
+        // Whole tree first (covers the no-PID-namespace case), then the shim, whose death takes
+        // the namespace down with it.
+        if self.pid > 0 {
+            proctree::signal_tree(self.pid, Signal::SIGKILL);
+        }
+        let mut child = self.child.lock().await;
+        let _ = child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+        if self.pid > 0 {
+            // A process forked during the first sweep, when there is no PID namespace.
+            proctree::signal_tree(self.pid, Signal::SIGKILL);
+        }
+    }
+}

@@ -1,0 +1,670 @@
+//! The sandbox registry: create, look up, pause, resume, expire, sample and kill sandboxes.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http::StatusCode;
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use sha2::Digest as _;
+use time::OffsetDateTime;
+
+use crate::runtime::{Instance, Runtime, SandboxSpec};
+use crate::util;
+use crate::wire;
+
+/// The only template: E2B's `base`.
+pub(crate) const TEMPLATE: &str = "base";
+/// `clientID` as infra returns it (kept for backwards compatibility).
+pub(crate) const CLIENT_ID: &str = "6532622b";
+/// Samples kept per sandbox (one per interval; 720 × 5 s = 1 hour).
+const MAX_SAMPLES: usize = 720;
+/// Log entries kept per sandbox.
+const MAX_LOGS: usize = 1000;
+
+/// A failed API call: the status and the message of E2B's `Error` body.
+#[derive(Debug, Clone)]
+pub(crate) struct Failure {
+    pub(crate) status: StatusCode,
+    pub(crate) message: String,
+}
+
+impl Failure {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn not_found(id: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            format!("sandbox \"{id}\" doesn't exist or you don't have access to it"),
+        )
+    }
+}
+
+/// Capacity and reported resources.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) cpu_count: u32,
+    pub(crate) memory_mb: u64,
+    pub(crate) disk_size_mb: u64,
+    pub(crate) max_sandboxes: usize,
+    pub(crate) max_timeout: Duration,
+    pub(crate) state_dir: PathBuf,
+}
+
+/// `running` or `paused`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    Running,
+    Paused,
+}
+
+impl State {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            State::Running => "running",
+            State::Paused => "paused",
+        }
+    }
+}
+
+struct LogItem {
+    at: OffsetDateTime,
+    level: &'static str,
+    message: String,
+}
+
+struct Inner {
+    state: State,
+    started_at: OffsetDateTime,
+    end_at: OffsetDateTime,
+    samples: VecDeque<(OffsetDateTime, wire::SandboxMetric)>,
+    logs: VecDeque<LogItem>,
+    last_cpu: Option<(Instant, f64)>,
+}
+
+/// One sandbox.
+pub(crate) struct Sandbox {
+    pub(crate) id: String,
+    pub(crate) token: Option<String>,
+    pub(crate) metadata: HashMap<String, String>,
+    pub(crate) allow_internet_access: Option<bool>,
+    pub(crate) auto_pause: bool,
+    pub(crate) envd_version: String,
+    pub(crate) envd_addr: SocketAddr,
+    dir: PathBuf,
+    instance: Box<dyn Instance>,
+    inner: Mutex<Inner>,
+}
+
+/// A snapshot of a sandbox's changing fields.
+#[derive(Debug, Clone)]
+pub(crate) struct View {
+    pub(crate) state: State,
+    pub(crate) started_at: OffsetDateTime,
+    pub(crate) end_at: OffsetDateTime,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Sandbox {
+    pub(crate) fn view(&self) -> View {
+        let i = lock(&self.inner);
+        View {
+            state: i.state,
+            started_at: i.started_at,
+            end_at: i.end_at,
+        }
+    }
+
+    fn log(&self, level: &'static str, message: impl Into<String>) {
+        let mut i = lock(&self.inner);
+        if i.logs.len() == MAX_LOGS {
+            i.logs.pop_front();
+        }
+        i.logs.push_back(LogItem {
+            at: util::now(),
+            level,
+            message: message.into(),
+        });
+    }
+
+    /// `Sandbox` body (create/connect).
+    pub(crate) fn wire(&self) -> wire::Sandbox {
+        wire::Sandbox {
+            template_id: TEMPLATE.into(),
+            sandbox_id: self.id.clone(),
+            client_id: CLIENT_ID.into(),
+            alias: TEMPLATE.into(),
+            envd_version: self.envd_version.clone(),
+            envd_access_token: self.token.clone(),
+            traffic_access_token: None,
+            domain: None,
+        }
+    }
+
+    pub(crate) fn detail(&self, s: &Settings) -> wire::SandboxDetail {
+        let v = self.view();
+        wire::SandboxDetail {
+            template_id: TEMPLATE.into(),
+            sandbox_id: self.id.clone(),
+            client_id: CLIENT_ID.into(),
+            alias: TEMPLATE.into(),
+            started_at: util::rfc3339(v.started_at),
+            end_at: util::rfc3339(v.end_at),
+            cpu_count: s.cpu_count,
+            memory_mb: s.memory_mb,
+            disk_size_mb: s.disk_size_mb,
+            state: v.state.as_str(),
+            envd_version: self.envd_version.clone(),
+            envd_access_token: self.token.clone(),
+            allow_internet_access: self.allow_internet_access,
+            domain: None,
+            metadata: self.metadata.clone(),
+            lifecycle: wire::Lifecycle {
+                auto_resume: false,
+                on_timeout: if self.auto_pause { "pause" } else { "kill" },
+            },
+        }
+    }
+
+    pub(crate) fn listed(&self, s: &Settings, v: &View) -> wire::ListedSandbox {
+        wire::ListedSandbox {
+            template_id: TEMPLATE.into(),
+            sandbox_id: self.id.clone(),
+            client_id: CLIENT_ID.into(),
+            alias: TEMPLATE.into(),
+            started_at: util::rfc3339(v.started_at),
+            end_at: util::rfc3339(v.end_at),
+            cpu_count: s.cpu_count,
+            memory_mb: s.memory_mb,
+            disk_size_mb: s.disk_size_mb,
+            state: v.state.as_str(),
+            envd_version: self.envd_version.clone(),
+            metadata: self.metadata.clone(),
+        }
+    }
+
+    /// Metrics samples with `start <= timestampUnix <= end`.
+    pub(crate) fn metrics(&self, start: Option<i64>, end: Option<i64>) -> Vec<wire::SandboxMetric> {
+        let i = lock(&self.inner);
+        i.samples
+            .iter()
+            .map(|(_, m)| m)
+            .filter(|m| start.is_none_or(|s| m.timestamp_unix >= s))
+            .filter(|m| end.is_none_or(|e| m.timestamp_unix <= e))
+            .cloned()
+            .collect()
+    }
+
+    pub(crate) fn latest_metric(&self) -> Option<wire::SandboxMetric> {
+        lock(&self.inner).samples.back().map(|(_, m)| m.clone())
+    }
+
+    /// Log entries at or after `start` (unix ms), at most `limit`.
+    pub(crate) fn logs(
+        &self,
+        start_ms: Option<i64>,
+        limit: usize,
+    ) -> Vec<(OffsetDateTime, &'static str, String)> {
+        let i = lock(&self.inner);
+        i.logs
+            .iter()
+            .filter(|l| {
+                start_ms.is_none_or(|s| (l.at.unix_timestamp_nanos() / 1_000_000) as i64 >= s)
+            })
+            .take(limit)
+            .map(|l| (l.at, l.level, l.message.clone()))
+            .collect()
+    }
+
+    /// Takes one resource sample (running sandboxes only).
+    fn sample(&self, s: &Settings) {
+        let usage = self.instance.usage();
+        let now_i = Instant::now();
+        let at = util::now();
+        let disk = disk_usage(&self.dir);
+        let mut i = lock(&self.inner);
+        if i.state != State::Running {
+            return;
+        }
+        let pct = match i.last_cpu {
+            Some((t, cpu)) => {
+                let wall = now_i.duration_since(t).as_secs_f64();
+                if wall > 0.0 {
+                    ((usage.cpu_seconds - cpu).max(0.0) / wall / f64::from(s.cpu_count.max(1))
+                        * 100.0)
+                        .min(100.0)
+                } else {
+                    0.0
+                }
+            }
+            None => 0.0,
+        };
+        i.last_cpu = Some((now_i, usage.cpu_seconds));
+        let metric = wire::SandboxMetric {
+            timestamp: util::rfc3339(at),
+            timestamp_unix: at.unix_timestamp(),
+            cpu_count: s.cpu_count,
+            cpu_used_pct: (pct * 100.0).round() / 100.0,
+            mem_used: usage.memory_bytes,
+            mem_total: s.memory_mb * 1024 * 1024,
+            mem_cache: 0,
+            disk_used: disk.0,
+            disk_total: disk.1,
+        };
+        if i.samples.len() == MAX_SAMPLES {
+            i.samples.pop_front();
+        }
+        i.samples.push_back((at, metric));
+    }
+
+    /// The `v1_` signature the SDKs put on `/files` URLs, with this sandbox's token.
+    pub(crate) fn signs(
+        &self,
+        path: &str,
+        op: &str,
+        user: &str,
+        expiration: Option<&str>,
+        sig: &str,
+    ) -> bool {
+        let Some(token) = &self.token else {
+            return false;
+        };
+        let raw = match expiration {
+            Some(e) => format!("{path}:{op}:{user}:{token}:{e}"),
+            None => format!("{path}:{op}:{user}:{token}"),
+        };
+        let digest = sha2::Sha256::digest(raw.as_bytes());
+        let expected = format!(
+            "v1_{}",
+            base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest)
+        );
+        expected.as_bytes() == sig.as_bytes()
+    }
+}
+
+/// Bytes used and total of the filesystem holding `dir`.
+#[allow(clippy::unnecessary_cast)] // statvfs field types differ between targets
+fn disk_usage(dir: &std::path::Path) -> (u64, u64) {
+    match nix::sys::statvfs::statvfs(dir) {
+        Ok(v) => {
+            let frag = v.fragment_size() as u64;
+            let total = v.blocks() as u64 * frag;
+            let free = v.blocks_free() as u64 * frag;
+            (total.saturating_sub(free), total)
+        }
+        Err(_) => (0, 0),
+    }
+}
+
+/// All sandboxes, and what starts them.
+pub(crate) struct Registry {
+    map: Mutex<HashMap<String, Arc<Sandbox>>>,
+    pending: AtomicUsize,
+    runtime: Arc<dyn Runtime>,
+    pub(crate) settings: Settings,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+/// Where a request for a sandbox's envd goes.
+pub(crate) enum Route {
+    /// The envd of a running sandbox.
+    Envd(SocketAddr),
+    /// No such sandbox, or it is not running.
+    NotFound,
+}
+
+impl Registry {
+    pub(crate) fn new(runtime: Arc<dyn Runtime>, settings: Settings) -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+            pending: AtomicUsize::new(0),
+            runtime,
+            settings,
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        }
+    }
+
+    pub(crate) fn runtime_name(&self) -> &'static str {
+        self.runtime.name()
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Sandbox>> {
+        lock(&self.map).get(id).cloned()
+    }
+
+    pub(crate) fn all(&self) -> Vec<Arc<Sandbox>> {
+        lock(&self.map).values().cloned().collect()
+    }
+
+    /// The envd a request for sandbox `id` goes to.
+    pub(crate) fn route(&self, id: &str) -> Route {
+        match self.get(id) {
+            Some(s) if s.view().state == State::Running => Route::Envd(s.envd_addr),
+            _ => Route::NotFound,
+        }
+    }
+
+    /// The running sandbox whose token signed this `/files` URL.
+    pub(crate) fn route_signed(
+        &self,
+        path: &str,
+        op: &str,
+        user: &str,
+        expiration: Option<&str>,
+        sig: &str,
+    ) -> Option<(String, SocketAddr)> {
+        self.all()
+            .into_iter()
+            .find(|s| s.view().state == State::Running && s.signs(path, op, user, expiration, sig))
+            .map(|s| (s.id.clone(), s.envd_addr))
+    }
+
+    fn timeout_of(&self, secs: i64) -> Result<Duration, Failure> {
+        if secs < 0 {
+            return Err(Failure::new(
+                StatusCode::BAD_REQUEST,
+                "timeout must be 0 or more seconds",
+            ));
+        }
+        Ok(Duration::from_secs(secs as u64).min(self.settings.max_timeout))
+    }
+
+    /// `POST /sandboxes`.
+    pub(crate) async fn create(&self, req: wire::NewSandbox) -> Result<Arc<Sandbox>, Failure> {
+        let template = req.template_id.split(':').next().unwrap_or("");
+        if template != TEMPLATE {
+            return Err(Failure::new(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "template '{}' not found: e2b serve has only the '{TEMPLATE}' template",
+                    req.template_id
+                ),
+            ));
+        }
+        let secs = req.timeout.unwrap_or(15);
+        if secs <= 0 {
+            return Err(Failure::new(
+                StatusCode::BAD_REQUEST,
+                "Timeout must be greater than 0",
+            ));
+        }
+        let ttl = self.timeout_of(secs)?;
+        let slots = self.pending.fetch_add(1, Ordering::SeqCst) + lock(&self.map).len();
+        let _pending = PendingGuard(&self.pending);
+        if slots >= self.settings.max_sandboxes {
+            return Err(Failure::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "You have reached the maximum number of concurrent sandboxes ({}); kill some or start e2b serve with a larger --max-sandboxes",
+                    self.settings.max_sandboxes
+                ),
+            ));
+        }
+        let id = util::sandbox_id();
+        let dir = self.settings.state_dir.join(&id);
+        let instance = self
+            .runtime
+            .spawn(SandboxSpec {
+                id: id.clone(),
+                dir: dir.clone(),
+            })
+            .await
+            .map_err(|e| {
+                let _ = std::fs::remove_dir_all(&dir);
+                Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+            })?;
+        let token = req.secure.unwrap_or(false).then(|| util::random_hex(32));
+        let mut env = req.env_vars.unwrap_or_default();
+        env.insert("E2B_SANDBOX_ID".into(), id.clone());
+        env.insert("E2B_TEMPLATE_ID".into(), TEMPLATE.into());
+        let version = match self.init(instance.as_ref(), token.as_deref(), env).await {
+            Ok(v) => v,
+            Err(e) => {
+                instance.kill().await;
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e));
+            }
+        };
+        let now = util::now();
+        let sandbox = Arc::new(Sandbox {
+            id: id.clone(),
+            token,
+            metadata: req.metadata.unwrap_or_default(),
+            allow_internet_access: req.allow_internet_access,
+            auto_pause: req.auto_pause.unwrap_or(false),
+            envd_version: version,
+            envd_addr: instance.envd_addr(),
+            dir,
+            instance,
+            inner: Mutex::new(Inner {
+                state: State::Running,
+                started_at: now,
+                end_at: now + ttl,
+                samples: VecDeque::new(),
+                logs: VecDeque::new(),
+                last_cpu: None,
+            }),
+        });
+        sandbox.sample(&self.settings);
+        sandbox.log(
+            "info",
+            format!("sandbox {id} created (runtime {})", self.runtime.name()),
+        );
+        lock(&self.map).insert(id, sandbox.clone());
+        Ok(sandbox)
+    }
+
+    /// `POST /init` to a new envd, as E2B's orchestrator does; returns `X-Envd-Version`.
+    async fn init(
+        &self,
+        instance: &dyn Instance,
+        token: Option<&str>,
+        env: HashMap<String, String>,
+    ) -> Result<String, String> {
+        let mut body = serde_json::json!({
+            "envVars": env,
+            "defaultUser": instance.default_user(),
+            "defaultWorkdir": instance.default_workdir(),
+            "timestamp": util::rfc3339(util::now()),
+        });
+        if let (Some(t), Some(obj)) = (token, body.as_object_mut()) {
+            obj.insert("accessToken".into(), t.into());
+        }
+        let body = Bytes::from(body.to_string());
+        let uri = format!("http://{}/init", instance.envd_addr());
+        let mut last = String::new();
+        for _ in 0..200 {
+            let mut req =
+                http::Request::post(&uri).header(http::header::CONTENT_TYPE, "application/json");
+            if let Some(t) = token {
+                req = req.header("x-access-token", t);
+            }
+            let req = req
+                .body(Full::new(body.clone()))
+                .map_err(|e| e.to_string())?;
+            match tokio::time::timeout(Duration::from_secs(10), self.client.request(req)).await {
+                Ok(Ok(resp)) => {
+                    let status = resp.status();
+                    let version = resp
+                        .headers()
+                        .get("x-envd-version")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
+                    if status.is_success() {
+                        return version.ok_or_else(|| {
+                            "envd answered /init without X-Envd-Version".to_string()
+                        });
+                    }
+                    let text = resp
+                        .into_body()
+                        .collect()
+                        .await
+                        .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+                        .unwrap_or_default();
+                    return Err(format!("envd refused /init: {status} {text}"));
+                }
+                Ok(Err(e)) => last = e.to_string(),
+                Err(_) => last = "timed out".into(),
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Err(format!("envd did not accept /init: {last}"))
+    }
+
+    /// Removes and kills a sandbox (running or paused). `false` when there is none.
+    pub(crate) async fn kill(&self, id: &str) -> bool {
+        let Some(s) = lock(&self.map).remove(id) else {
+            return false;
+        };
+        s.log("info", "sandbox killed");
+        s.instance.kill().await;
+        let _ = std::fs::remove_dir_all(&s.dir);
+        true
+    }
+
+    /// `POST /sandboxes/{id}/timeout`: `endAt = now + timeout` (may shorten; 0 = now).
+    pub(crate) fn set_timeout(&self, id: &str, secs: i64) -> Result<(), Failure> {
+        let s = self.get(id).ok_or_else(|| Failure::not_found(id))?;
+        let ttl = self.timeout_of(secs)?;
+        let mut i = lock(&s.inner);
+        if i.state == State::Paused {
+            return Err(Failure::new(
+                StatusCode::CONFLICT,
+                format!("sandbox {id} is paused; connect to it first"),
+            ));
+        }
+        i.end_at = util::now() + ttl;
+        drop(i);
+        s.log("info", format!("timeout set to {secs} s"));
+        Ok(())
+    }
+
+    /// `POST /sandboxes/{id}/connect`: resumes a paused sandbox (`true` = it was resumed) and
+    /// only ever extends the TTL.
+    pub(crate) fn connect(&self, id: &str, secs: i64) -> Result<(Arc<Sandbox>, bool), Failure> {
+        let s = self.get(id).ok_or_else(|| Failure::not_found(id))?;
+        let ttl = self.timeout_of(secs)?;
+        let mut i = lock(&s.inner);
+        let now = util::now();
+        let resumed = i.state == State::Paused;
+        if resumed {
+            s.instance
+                .resume()
+                .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+            i.state = State::Running;
+            i.started_at = now;
+            i.end_at = now + ttl;
+            i.last_cpu = None;
+        } else if now + ttl > i.end_at {
+            i.end_at = now + ttl;
+        }
+        drop(i);
+        s.log(
+            "info",
+            if resumed {
+                "sandbox resumed"
+            } else {
+                "connected"
+            },
+        );
+        Ok((s, resumed))
+    }
+
+    /// Deprecated `POST /sandboxes/{id}/resume`: 409 when running.
+    pub(crate) fn resume(&self, id: &str, secs: i64) -> Result<Arc<Sandbox>, Failure> {
+        let s = self.get(id).ok_or_else(|| Failure::not_found(id))?;
+        if s.view().state == State::Running {
+            return Err(Failure::new(
+                StatusCode::CONFLICT,
+                format!("Sandbox {id} is already running"),
+            ));
+        }
+        self.connect(id, secs).map(|(s, _)| s)
+    }
+
+    /// `POST /sandboxes/{id}/pause`: 409 when already paused.
+    pub(crate) fn pause(&self, id: &str) -> Result<(), Failure> {
+        let s = self.get(id).ok_or_else(|| Failure::not_found(id))?;
+        s.sample(&self.settings);
+        let mut i = lock(&s.inner);
+        if i.state == State::Paused {
+            return Err(Failure::new(
+                StatusCode::CONFLICT,
+                format!("Sandbox {id} is already paused"),
+            ));
+        }
+        s.instance
+            .pause()
+            .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        i.state = State::Paused;
+        i.end_at = util::now();
+        drop(i);
+        s.log("info", "sandbox paused");
+        Ok(())
+    }
+
+    /// Kills (or pauses, with `autoPause`) every running sandbox whose time is up.
+    pub(crate) async fn expire(&self) {
+        let now = util::now();
+        let due: Vec<Arc<Sandbox>> = self
+            .all()
+            .into_iter()
+            .filter(|s| {
+                let v = s.view();
+                v.state == State::Running && v.end_at <= now
+            })
+            .collect();
+        for s in due {
+            if s.auto_pause {
+                let _ = self.pause(&s.id);
+            } else {
+                tracing::info!(sandbox = %s.id, "timeout: killing the sandbox");
+                self.kill(&s.id).await;
+            }
+        }
+    }
+
+    /// Takes a metrics sample of every running sandbox.
+    pub(crate) fn sample_all(&self) {
+        for s in self.all() {
+            s.sample(&self.settings);
+        }
+    }
+
+    /// Kills every sandbox.
+    pub(crate) async fn kill_all(&self) {
+        let ids: Vec<String> = lock(&self.map).keys().cloned().collect();
+        for id in ids {
+            self.kill(&id).await;
+        }
+    }
+
+    /// How many sandboxes exist.
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.map).len()
+    }
+}
+
+struct PendingGuard<'a>(&'a AtomicUsize);
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}

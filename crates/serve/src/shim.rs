@@ -1,0 +1,111 @@
+//! `sandbox-init`: the small program each plain sandbox runs between `e2b serve` and its envd.
+//!
+//! It makes the "no stray process" promise hold even when `e2b serve` is killed with SIGKILL:
+//!
+//! - the shim dies with `e2b serve` (`PR_SET_PDEATHSIG`, set by the runtime before exec);
+//! - it moves its child into a new PID namespace (when permitted: root, or `CAP_SYS_ADMIN`), where
+//!   that child is PID 1, a tiny init that reaps orphans and starts envd;
+//! - the init and envd die with their parent (`PR_SET_PDEATHSIG` again), and when the PID 1 of a
+//!   namespace dies the kernel kills every process left in it: every command the sandbox ran,
+//!   including daemonised grandchildren.
+//!
+//! Without permission for a PID namespace the shim runs envd as its plain child: envd still dies
+//! with `e2b serve`, and `e2b serve` kills the sandbox's whole process tree on every orderly stop,
+//! but after a SIGKILL of `e2b serve` a command that detached from envd could survive.
+
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt as _;
+
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::prctl::set_pdeathsig;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, execvp, fork, getppid};
+
+fn exit_code(status: WaitStatus) -> Option<i32> {
+    match status {
+        WaitStatus::Exited(_, code) => Some(code),
+        WaitStatus::Signaled(_, sig, _) => Some(128 + sig as i32),
+        _ => None,
+    }
+}
+
+/// Waits for `child` (reaping any other child on the way) and returns its exit code.
+fn wait_for(child: Pid) -> i32 {
+    loop {
+        match waitpid(None, None) {
+            Ok(status) if status.pid() == Some(child) => {
+                if let Some(code) = exit_code(status) {
+                    return code;
+                }
+            }
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return 1,
+        }
+    }
+}
+
+fn exec(argv: &[CString]) -> ! {
+    if let Some(program) = argv.first() {
+        let _ = execvp(program, argv);
+    }
+    // SAFETY: _exit is async-signal-safe and ends this (forked) process.
+    unsafe { libc::_exit(127) }
+}
+
+/// Runs `command` (envd) as described in the module docs and returns the exit code to exit
+/// with. Call it from a binary's `main` for the hidden `sandbox-init` subcommand.
+pub fn sandbox_init(command: &[OsString]) -> i32 {
+    let argv: Vec<CString> = match command
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<_, _>>()
+    {
+        Ok(v) => v,
+        Err(_) => {
+            eprintln!("e2b sandbox-init: an argument holds a NUL byte");
+            return 2;
+        }
+    };
+    if argv.is_empty() {
+        eprintln!("e2b sandbox-init: no command given (usage: sandbox-init -- PROGRAM ARGS...)");
+        return 2;
+    }
+    let own_pid_ns = unshare(CloneFlags::CLONE_NEWPID).is_ok();
+    // SAFETY: the child only calls async-signal-safe functions (prctl, fork, execvp, waitpid,
+    // _exit) on data prepared before the fork.
+    match unsafe { fork() } {
+        Ok(ForkResult::Child) => {
+            let parent = getppid();
+            let _ = set_pdeathsig(Signal::SIGKILL);
+            if parent.as_raw() == 1 && !own_pid_ns {
+                // SAFETY: see above.
+                unsafe { libc::_exit(1) }
+            }
+            if !own_pid_ns {
+                exec(&argv);
+            }
+            // PID 1 of the new namespace: start envd, reap orphans, exit with envd.
+            // SAFETY: as above.
+            match unsafe { fork() } {
+                Ok(ForkResult::Child) => {
+                    let _ = set_pdeathsig(Signal::SIGKILL);
+                    exec(&argv)
+                }
+                Ok(ForkResult::Parent { child }) => {
+                    let code = wait_for(child);
+                    // SAFETY: as above.
+                    unsafe { libc::_exit(code) }
+                }
+                // SAFETY: as above.
+                Err(_) => unsafe { libc::_exit(1) },
+            }
+        }
+        Ok(ForkResult::Parent { child }) => wait_for(child),
+        Err(e) => {
+            eprintln!("e2b sandbox-init: fork failed: {e}");
+            1
+        }
+    }
+}

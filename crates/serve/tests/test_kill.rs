@@ -1,0 +1,155 @@
+//! Killing a sandbox, stopping `e2b serve` (SIGTERM) and crashing it (SIGKILL) leave no
+//! process behind, detached grandchildren included.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::BufRead as _;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use e2b_commands::{CommandOptions, Transport};
+use serde_json::json;
+
+/// Starts a plain process and a detached (setsid, reparented) one, both named by `marker`.
+async fn spawn_marked(env: &Env, sbx: &serde_json::Value, marker: &str) {
+    let cmds = env.commands(sbx, Transport::GrpcWeb);
+    cmds.run(
+        format!("(setsid bash -c 'exec -a {marker}a sleep 3600' >/dev/null 2>&1 &) ; true"),
+        CommandOptions::new(),
+    )
+    .await
+    .unwrap();
+    cmds.start(
+        format!("exec -a {marker}b sleep 3600"),
+        CommandOptions::new().no_timeout(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || pids_with(marker).len() >= 2).await,
+        "marked processes did not start: {:?}",
+        pids_with(marker)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_leaves_no_process() {
+    let env = start().await;
+    let sbx = env.create(json!({})).await;
+    let id = id(&sbx);
+    let marker = format!("killmarker{id}");
+    spawn_marked(&env, &sbx, &marker).await;
+    let (status, _) = env.delete(&format!("/sandboxes/{id}")).await;
+    assert_eq!(status, 204);
+    assert!(
+        eventually(Duration::from_secs(10), || pids_with(&marker).is_empty()).await,
+        "survivors: {:?}",
+        pids_with(&marker)
+    );
+    env.serve.shutdown().await;
+}
+
+/// Runs the real `e2b-serve` binary; returns the child, the API URL and the edge URL.
+fn serve_process(state_dir: &std::path::Path) -> (std::process::Child, String, String) {
+    let mut child = Command::new(BIN)
+        .args([
+            "--api-port",
+            "0",
+            "--edge-port",
+            "0",
+            "--api-key",
+            KEY,
+            "--state-dir",
+        ])
+        .arg(state_dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let (mut api, mut edge) = (String::new(), String::new());
+    for line in out.lines() {
+        let line = line.unwrap();
+        if let Some(v) = line.strip_prefix("export E2B_API_URL=") {
+            api = v.to_string();
+        }
+        if let Some(v) = line.strip_prefix("export E2B_SANDBOX_URL=") {
+            edge = v.to_string();
+        }
+        if line.starts_with("export E2B_API_KEY=") {
+            break;
+        }
+    }
+    assert!(
+        !api.is_empty() && !edge.is_empty(),
+        "e2b-serve printed no URLs"
+    );
+    (child, api, edge)
+}
+
+async fn stop_leaves_nothing(signal: nix::sys::signal::Signal) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, api, edge) = serve_process(dir.path());
+    let http = reqwest::Client::new();
+    let sbx: serde_json::Value = http
+        .post(format!("{api}/sandboxes"))
+        .header("X-API-Key", KEY)
+        .json(&json!({"templateID": "base", "secure": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = id(&sbx);
+    // Reuse the helpers with a client pointed at this process's edge.
+    let cmds = {
+        let ep = e2b_commands::EnvdEndpoint::new(edge.clone())
+            .transport(Transport::GrpcWeb)
+            .sandbox_id(id.clone())
+            .access_token(sbx["envdAccessToken"].as_str().unwrap());
+        e2b_commands::Commands::new(e2b_commands::EnvdConnection::new(ep).unwrap())
+    };
+    let marker = format!("crashmarker{id}");
+    cmds.run(
+        format!("(setsid bash -c 'exec -a {marker}a sleep 3600' >/dev/null 2>&1 &) ; true"),
+        CommandOptions::new(),
+    )
+    .await
+    .unwrap();
+    cmds.start(
+        format!("exec -a {marker}b sleep 3600"),
+        CommandOptions::new().no_timeout(),
+    )
+    .await
+    .unwrap();
+    assert!(eventually(Duration::from_secs(10), || pids_with(&marker).len() >= 2).await);
+    let envd_marker = dir.path().to_string_lossy().to_string();
+    assert!(!pids_with(&envd_marker).is_empty(), "no envd process found");
+
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+    let _ = child.wait();
+    assert!(
+        eventually(Duration::from_secs(10), || pids_with(&marker).is_empty()).await,
+        "after {signal}: sandbox processes survived: {:?}",
+        pids_with(&marker)
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || pids_with(&envd_marker)
+            .is_empty())
+        .await,
+        "after {signal}: envd or its shim survived: {:?}",
+        pids_with(&envd_marker)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_serve_leaves_no_process() {
+    stop_leaves_nothing(nix::sys::signal::Signal::SIGKILL).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_of_serve_leaves_no_process() {
+    stop_leaves_nothing(nix::sys::signal::Signal::SIGTERM).await;
+}

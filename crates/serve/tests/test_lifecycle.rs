@@ -1,0 +1,138 @@
+//! Create → run through the edge (h2c gRPC and gRPC-Web) → info → timeout → connect → kill.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use e2b_commands::{CommandOptions, Transport};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_run_info_timeout_connect_kill() {
+    let env = start().await;
+    let sbx = env
+        .create(json!({"metadata": {"suite": "lifecycle"}, "envVars": {"GREETING": "hi"}}))
+        .await;
+    let id = id(&sbx);
+    assert!(id.starts_with('i') && id.len() == 21, "{id}");
+    assert_eq!(sbx["templateID"], "base");
+    assert_eq!(sbx["clientID"], "6532622b");
+    assert!(
+        sbx["envdAccessToken"]
+            .as_str()
+            .is_some_and(|t| t.len() == 64)
+    );
+    assert!(sbx["trafficAccessToken"].is_null());
+    let version = sbx["envdVersion"].as_str().unwrap();
+    assert!(semver_at_least(version, (0, 6, 4)), "{version}");
+
+    // envd is up as soon as create answers.
+    assert_eq!(env.health(&id).await, 204);
+
+    for transport in [Transport::Grpc, Transport::GrpcWeb] {
+        let cmds = env.commands(&sbx, transport);
+        let out = cmds
+            .run(
+                "echo $GREETING $E2B_SANDBOX_ID; whoami; pwd",
+                CommandOptions::new(),
+            )
+            .await
+            .unwrap();
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(
+            lines[0],
+            format!("hi {id}"),
+            "{transport:?}: {}",
+            out.stdout
+        );
+        // Its own working directory, named after the sandbox.
+        assert!(lines[2].contains(&id), "{transport:?}: {}", out.stdout);
+    }
+
+    // Without the token envd refuses: each sandbox has its own.
+    let mut no_token = sbx.clone();
+    no_token["envdAccessToken"] = serde_json::Value::Null;
+    let err = env
+        .commands(&no_token, Transport::GrpcWeb)
+        .run("true", CommandOptions::new())
+        .await;
+    assert!(err.is_err(), "a call without the access token must fail");
+
+    let (status, info) = env.get(&format!("/sandboxes/{id}")).await;
+    assert_eq!(status, 200, "{info}");
+    assert_eq!(info["state"], "running");
+    assert_eq!(info["metadata"]["suite"], "lifecycle");
+    assert!(info["cpuCount"].as_u64().unwrap() >= 1);
+    assert!(info["memoryMB"].as_u64().unwrap() > 0);
+    assert_eq!(info["lifecycle"]["onTimeout"], "kill");
+    let end_at = info["endAt"].as_str().unwrap().to_string();
+
+    // connect with a shorter timeout leaves endAt byte-for-byte alone (200) ...
+    let (status, body) = env
+        .post(&format!("/sandboxes/{id}/connect"), json!({"timeout": 10}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["envdAccessToken"], sbx["envdAccessToken"]);
+    let (_, info) = env.get(&format!("/sandboxes/{id}")).await;
+    assert_eq!(info["endAt"].as_str().unwrap(), end_at);
+    // ... a longer one extends it.
+    let (status, _) = env
+        .post(&format!("/sandboxes/{id}/connect"), json!({"timeout": 600}))
+        .await;
+    assert_eq!(status, 200);
+    let (_, info) = env.get(&format!("/sandboxes/{id}")).await;
+    assert!(info["endAt"].as_str().unwrap() > end_at.as_str());
+    // /timeout may shorten.
+    let (status, _) = env
+        .post(&format!("/sandboxes/{id}/timeout"), json!({"timeout": 100}))
+        .await;
+    assert_eq!(status, 204);
+    let (_, info2) = env.get(&format!("/sandboxes/{id}")).await;
+    assert!(info2["endAt"].as_str().unwrap() < info["endAt"].as_str().unwrap());
+
+    // Metrics: at least the sample taken at create.
+    let (status, metrics) = env.get(&format!("/sandboxes/{id}/metrics")).await;
+    assert_eq!(status, 200);
+    let m = &metrics[0];
+    for k in [
+        "timestamp",
+        "timestampUnix",
+        "cpuCount",
+        "cpuUsedPct",
+        "memUsed",
+        "memTotal",
+        "memCache",
+        "diskUsed",
+        "diskTotal",
+    ] {
+        assert!(!m[k].is_null(), "metric field {k} missing: {m}");
+    }
+    assert!(m["memUsed"].as_u64().unwrap() > 0);
+    let (_, none) = env
+        .get(&format!("/sandboxes/{id}/metrics?start=1&end=2"))
+        .await;
+    assert_eq!(none, json!([]));
+    let (status, logs) = env.get(&format!("/sandboxes/{id}/logs")).await;
+    assert_eq!(status, 200);
+    assert!(
+        logs["logs"][0]["line"]
+            .as_str()
+            .unwrap()
+            .contains("\"level\"")
+    );
+
+    let (status, _) = env.delete(&format!("/sandboxes/{id}")).await;
+    assert_eq!(status, 204);
+    let (status, body) = env.get(&format!("/sandboxes/{id}")).await;
+    assert_eq!(status, 404);
+    assert_eq!(body["code"], 404);
+    let (status, _) = env.delete(&format!("/sandboxes/{id}")).await;
+    assert_eq!(status, 404);
+    assert_eq!(env.health(&id).await, 502);
+    env.serve.shutdown().await;
+}
+
+fn semver_at_least(v: &str, min: (u64, u64, u64)) -> bool {
+    let p: Vec<u64> = v.split('.').filter_map(|x| x.parse().ok()).collect();
+    p.len() == 3 && (p[0], p[1], p[2]) >= min
+}

@@ -1,0 +1,106 @@
+//! Pause freezes every process of a sandbox; connect resumes it and the process continues.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use e2b_commands::{CommandOptions, Transport};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_freezes_and_connect_resumes() {
+    let env = start().await;
+    let sbx = env.create(json!({})).await;
+    let id = id(&sbx);
+    let cmds = env.commands(&sbx, Transport::Grpc);
+    let counter = format!("/tmp/e2b-serve-test-counter-{id}");
+    let marker = format!("pausemarker{id}");
+    let script =
+        format!("i=0; while true; do i=$((i+1)); echo $i > {counter}; sleep 0.05; done # {marker}");
+    let handle = cmds
+        .start(script.as_str(), CommandOptions::new().no_timeout())
+        .await
+        .unwrap();
+    let read = || {
+        std::fs::read_to_string(&counter)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || read().is_some_and(|n| n > 2)).await,
+        "the counter never started"
+    );
+
+    let (status, body) = env
+        .post(&format!("/sandboxes/{id}/pause"), json!({"memory": true}))
+        .await;
+    assert_eq!(status, 204, "{body}");
+    let (_, info) = env.get(&format!("/sandboxes/{id}")).await;
+    assert_eq!(info["state"], "paused");
+    // envd answers 502 through the edge while paused, as on E2B (is_running() == false).
+    assert_eq!(env.health(&id).await, 502);
+    // Every process of the sandbox is stopped, and the counter stands still.
+    let pids = pids_with(&marker);
+    assert!(!pids.is_empty());
+    for pid in &pids {
+        assert_eq!(proc_state(*pid), Some('T'), "process {pid} is not stopped");
+    }
+    let frozen = read();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(read(), frozen, "the counter moved while paused");
+    // Pausing again is 409.
+    let (status, _) = env.post(&format!("/sandboxes/{id}/pause"), json!({})).await;
+    assert_eq!(status, 409);
+    // The paused sandbox cannot get a timeout that would expire it unseen.
+    let (status, _) = env
+        .post(&format!("/sandboxes/{id}/timeout"), json!({"timeout": 30}))
+        .await;
+    assert_eq!(status, 409);
+
+    // connect resumes: 201 with the same id and token.
+    let (status, body) = env
+        .post(&format!("/sandboxes/{id}/connect"), json!({"timeout": 60}))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["sandboxID"], id.as_str());
+    assert_eq!(body["envdAccessToken"], sbx["envdAccessToken"]);
+    assert_eq!(env.health(&id).await, 204);
+    let before = read().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || read()
+            .is_some_and(|n| n > before + 2))
+        .await,
+        "the process did not continue after resume"
+    );
+    // The same process, still running and reachable.
+    let listed = cmds.list().await.unwrap();
+    assert!(listed.iter().any(|p| p.pid == handle.pid()));
+    handle.kill().await.unwrap();
+    let _ = std::fs::remove_file(&counter);
+    env.serve.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_pause_on_timeout() {
+    let env = start().await;
+    let sbx = env.create(json!({"timeout": 1, "autoPause": true})).await;
+    let id = id(&sbx);
+    let mut state = String::new();
+    for _ in 0..100 {
+        let (_, info) = env.get(&format!("/sandboxes/{id}")).await;
+        state = info["state"].as_str().unwrap_or("").to_string();
+        if state == "paused" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(state, "paused");
+    let (status, _) = env
+        .post(&format!("/sandboxes/{id}/connect"), json!({"timeout": 30}))
+        .await;
+    assert_eq!(status, 201);
+    assert_eq!(env.health(&id).await, 204);
+    env.serve.shutdown().await;
+}
