@@ -31,6 +31,18 @@ async fn async_main() -> ExitCode {
         ),
         Command::Run(args) => ("run", e2b_cli::run(args).await.map_err(|e| e.to_string())),
         Command::Acp(args) => ("acp", e2b_cli::acp(args).await.map_err(|e| e.to_string())),
+        Command::Sandbox(args) => (
+            "sandbox",
+            e2b_cli::sandbox_cmd::sandbox(args)
+                .await
+                .map_err(|e| e.to_string()),
+        ),
+        Command::Files(args) => (
+            "files",
+            e2b_cli::files_cmd::files(args)
+                .await
+                .map_err(|e| e.to_string()),
+        ),
         Command::ExecServer(args) => (
             "exec-server",
             e2b_exec_server::run(args)
