@@ -30,6 +30,9 @@ pub enum Command {
     /// Serve MCP exec tools (exec_command, upload_file, download_file, ...) over stdio or
     /// Streamable HTTP, running in a sandbox.
     ExecServer(e2b_exec_server::ExecServerArgs),
+    /// Serve E2B's sandbox API on this machine: point E2B_API_URL, E2B_SANDBOX_URL and
+    /// E2B_API_KEY at it and the official SDKs create, list, pause and kill local sandboxes.
+    Serve(e2b_serve::ServeArgs),
 }
 
 /// Which sandbox to use: the embedded local one, or an envd at a URL.

@@ -4,6 +4,8 @@
 
 pub mod args;
 mod run;
+mod serve;
 
 pub use args::{AcpArgs, Cli, Command, RunArgs, SandboxArgs};
 pub use run::{CliError, TIMEOUT_EXIT_CODE, acp, open_sandbox, run};
+pub use serve::serve;

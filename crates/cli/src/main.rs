@@ -25,6 +25,7 @@ async fn main() -> ExitCode {
         ),
         Command::Run(args) => ("run", e2b_cli::run(args).await.map_err(|e| e.to_string())),
         Command::Acp(args) => ("acp", e2b_cli::acp(args).await.map_err(|e| e.to_string())),
+        Command::Serve(args) => ("serve", e2b_cli::serve(args).await),
         Command::ExecServer(args) => (
             "exec-server",
             e2b_exec_server::run(args)
