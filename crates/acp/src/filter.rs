@@ -7,15 +7,20 @@
 //!   byte-identical.
 //! - Agent → client: [`inspect_agent_line`] answers `fs/*` and `terminal/*` requests with JSON-RPC
 //!   `-32601` carrying the same id (byte for byte) and drops such notifications, so they never reach
-//!   the client's handlers. Lookalikes (`_fs/x`, `terminals/x`) pass. A line that is not JSON (or not
-//!   UTF-8) is answered with a `-32700` parse error (id `null`) and not forwarded. Everything else
-//!   is forwarded byte-identical.
+//!   the client's handlers. Lookalikes (`_fs/x`, `terminals/x`) pass. A line is forwarded only
+//!   when it is exactly one JSON-RPC message (a JSON object whose top-level keys are all distinct,
+//!   compared after unescaping, whose `method` if present is a string and whose `id` if present
+//!   is a string, a number or `null`) or a non-empty array of such messages; it is then forwarded
+//!   byte-identical (an array with intercepted items is forwarded without them). Anything else is
+//!   answered with a `-32700` parse error (id `null`) and nothing of it is forwarded: a line the
+//!   filter would read one way and a client another (two `method` keys: the filter would see the
+//!   first, JavaScript and Python clients keep the last) never reaches the client.
 
 use std::borrow::Cow;
 
 use bytes::Bytes;
 use serde::Deserialize;
-use serde::de::{IgnoredAny, MapAccess, Visitor};
+use serde::de::{MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 /// The parse-error reply written to the agent for a line that is not JSON.
@@ -29,7 +34,7 @@ pub fn is_intercepted_method(method: &str) -> bool {
 
 /// The `-32601` reply for an intercepted request with the given raw JSON id.
 pub fn method_not_found_reply(raw_id: &str, method: &str) -> String {
-    let method_json = serde_json::to_string(method).unwrap_or_else(|_| "\"\"".to_owned());
+    let method_json = serde_json::to_string(truncate(method)).unwrap_or_else(|_| "\"\"".to_owned());
     format!(
         r#"{{"jsonrpc":"2.0","id":{raw_id},"error":{{"code":-32601,"message":"Method not found","data":{{"method":{method_json},"reason":"this agent runs in a sandbox: file and terminal access stay inside it, the client does not serve fs/* or terminal/*"}}}}}}"#
     )
@@ -44,17 +49,102 @@ pub struct AgentVerdict {
     pub replies: Vec<Bytes>,
 }
 
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(default, borrow)]
+/// The parts of one agent → client message the filter decides on.
+struct Message<'a> {
     method: Option<Cow<'a, str>>,
-    #[serde(default, deserialize_with = "present_raw", borrow)]
     id: Option<&'a RawValue>,
 }
 
-/// `id: null` must be kept as `Some("null")`, unlike the default `Option` handling.
-fn present_raw<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue>::deserialize(d).map(Some)
+/// Why a message was not accepted as exactly one JSON-RPC message.
+#[derive(Debug)]
+enum Reject {
+    /// Not JSON, or not an object, or trailing data.
+    Json,
+    /// The same key twice at the top level (clients keep the last one, we would check the first).
+    DuplicateKey,
+    /// `method` is not a string, or `id` is not a string, number or `null`.
+    Shape,
+}
+
+/// Parse one JSON-RPC message: an object whose top-level keys (compared decoded, so `"m\u0065thod"`
+/// is `method`) are all distinct, whose `method` is a string and whose `id` is a string, a number
+/// or `null`. Every value is checked to be valid JSON; nothing else is interpreted.
+fn parse_message(raw: &[u8]) -> Result<Message<'_>, Reject> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Result<Message<'de>, Reject>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON-RPC message object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut keys: Vec<Cow<'de, str>> = Vec::new();
+            let mut method = None;
+            let mut id = None;
+            let mut verdict = Ok(());
+            while let Some(key) = map.next_key::<Key<'de>>()? {
+                let value = map.next_value::<&'de RawValue>()?;
+                let key = key.0;
+                if verdict.is_err() {
+                    continue;
+                }
+                if keys.contains(&key) {
+                    verdict = Err(Reject::DuplicateKey);
+                    continue;
+                }
+                match &*key {
+                    "method" => match serde_json::from_str::<Cow<'de, str>>(value.get()) {
+                        Ok(m) => method = Some(m),
+                        Err(_) => verdict = Err(Reject::Shape),
+                    },
+                    "id" => {
+                        if matches!(
+                            value.get().as_bytes().first(),
+                            Some(b'"' | b'-' | b'0'..=b'9' | b'n')
+                        ) {
+                            id = Some(value);
+                        } else {
+                            verdict = Err(Reject::Shape);
+                        }
+                    }
+                    _ => {}
+                }
+                keys.push(key);
+            }
+            Ok(verdict.map(|()| Message { method, id }))
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(raw);
+    let parsed = serde::Deserializer::deserialize_map(&mut de, V).map_err(|_| Reject::Json)?;
+    de.end().map_err(|_| Reject::Json)?;
+    parsed
+}
+
+/// An object key, borrowed when it has no escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KV;
+        impl<'de> Visitor<'de> for KV {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(
+                self,
+                v: &'de str,
+            ) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(KV)
+    }
 }
 
 enum Single {
@@ -62,17 +152,17 @@ enum Single {
     Intercepted(Option<Bytes>),
 }
 
-fn inspect_object(raw: &[u8]) -> Result<Single, serde_json::Error> {
-    let env: Envelope<'_> = serde_json::from_slice(raw)?;
-    match env.method {
+fn inspect_object(raw: &[u8]) -> Result<Single, Reject> {
+    let msg = parse_message(raw)?;
+    match msg.method {
         Some(m) if is_intercepted_method(&m) => {
-            let reply = env
+            let reply = msg
                 .id
                 .map(|id| Bytes::from(method_not_found_reply(id.get(), &m)));
             if reply.is_none() {
-                tracing::debug!(method = %m, "dropped an fs/terminal notification from the agent");
+                tracing::debug!(method = %truncate(&m), "dropped an fs/terminal notification from the agent");
             } else {
-                tracing::debug!(method = %m, "answered an fs/terminal request from the agent with -32601");
+                tracing::debug!(method = %truncate(&m), "answered an fs/terminal request from the agent with -32601");
             }
             Ok(Single::Intercepted(reply))
         }
@@ -87,11 +177,18 @@ fn first_non_ws(line: &[u8]) -> Option<u8> {
 }
 
 /// Decide what happens to one (non-blank) line from the agent's stdout.
+///
+/// A line is forwarded only when it is exactly one JSON-RPC message, or a non-empty array of them
+/// (see the module docs for what that means); `fs/*` and `terminal/*` requests are answered and
+/// notifications dropped (inside an array too). Anything else — not UTF-8, not JSON, not an
+/// object, a duplicate top-level key, a non-string `method`, an array with one such item — is
+/// answered with [`PARSE_ERROR_REPLY`] and nothing of it reaches the client.
 pub fn inspect_agent_line(line: &Bytes) -> AgentVerdict {
-    let parse_error = || {
+    let parse_error = |why: Reject| {
         tracing::warn!(
             line = %String::from_utf8_lossy(&line[..line.len().min(200)]),
-            "agent wrote a line that is not JSON; answered with -32700"
+            reason = ?why,
+            "agent wrote a line that is not exactly one JSON-RPC message; answered with -32700"
         );
         AgentVerdict {
             forward: None,
@@ -99,13 +196,16 @@ pub fn inspect_agent_line(line: &Bytes) -> AgentVerdict {
         }
     };
     if std::str::from_utf8(line).is_err() {
-        return parse_error();
+        return parse_error(Reject::Json);
     }
     if first_non_ws(line) == Some(b'[') {
         let items: Vec<&RawValue> = match serde_json::from_slice(line) {
             Ok(items) => items,
-            Err(_) => return parse_error(),
+            Err(_) => return parse_error(Reject::Json),
         };
+        if items.is_empty() {
+            return parse_error(Reject::Shape);
+        }
         let mut replies = Vec::new();
         let mut kept = Vec::with_capacity(items.len());
         let mut intercepted = false;
@@ -115,7 +215,8 @@ pub fn inspect_agent_line(line: &Bytes) -> AgentVerdict {
                     intercepted = true;
                     replies.extend(reply);
                 }
-                _ => kept.push(item),
+                Ok(Single::Forward) => kept.push(item),
+                Err(why) => return parse_error(why),
             }
         }
         if !intercepted {
@@ -136,20 +237,22 @@ pub fn inspect_agent_line(line: &Bytes) -> AgentVerdict {
             forward: None,
             replies: reply.into_iter().collect(),
         },
-        Err(e) if e.is_data() => {
-            // Valid JSON with an unexpected shape (a number, duplicate keys…): the protocol layer
-            // answers it; we only make sure it is JSON at all.
-            if serde_json::from_slice::<IgnoredAny>(line).is_ok() {
-                AgentVerdict {
-                    forward: Some(line.clone()),
-                    replies: Vec::new(),
-                }
-            } else {
-                parse_error()
-            }
-        }
-        Err(_) => parse_error(),
+        Err(why) => parse_error(why),
     }
+}
+
+/// At most this many bytes of a method name are echoed in a -32601 reply.
+const MAX_ECHOED_METHOD: usize = 256;
+
+fn truncate(s: &str) -> &str {
+    if s.len() <= MAX_ECHOED_METHOD {
+        return s;
+    }
+    let mut end = MAX_ECHOED_METHOD;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 fn join_array(items: &[&RawValue]) -> String {
@@ -545,8 +648,6 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":"a","result":{"protocolVersion":1}}"#,
             r#"{ "jsonrpc":"2.0", "method":"session/update","params":{"x":"fs/read_text_file"} }"#,
             r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"m"}}"#,
-            "42",
-            r#"{"method":"fs/x","method":"y","id":1}"#,
         ] {
             let out = agent(line);
             assert_eq!(out.forward.as_deref(), Some(line.as_bytes()), "{line}");
@@ -599,6 +700,75 @@ mod tests {
         assert_eq!(out.replies.len(), 1);
         let plain = r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#;
         assert_eq!(agent(plain).forward.as_deref(), Some(plain.as_bytes()));
-        assert_eq!(agent("[]").forward.as_deref(), Some(&b"[]"[..]));
+    }
+
+    fn assert_parse_error(line: &str) {
+        let out = agent(line);
+        assert_eq!(out.forward, None, "{line} must not be forwarded");
+        assert_eq!(
+            out.replies,
+            vec![Bytes::from_static(PARSE_ERROR_REPLY.as_bytes())],
+            "{line} gets the parse-error reply"
+        );
+    }
+
+    // Issue 12: a duplicate key is read as its first occurrence by a first-match parser and as
+    // its last by JavaScript's JSON.parse and Python's json.loads.
+    #[test]
+    fn duplicate_keys_are_refused_not_forwarded() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"session/update","method":"fs/read_text_file","params":{"path":"/etc/passwd"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file","method":"session/update"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","m\u0065thod":"fs/read_text_file"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"session/request_permission"}"#,
+            r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"result":{}}"#,
+        ] {
+            assert_parse_error(line);
+        }
+        // duplicates below the top level are the client's business (the filter decides nothing there)
+        let nested = r#"{"jsonrpc":"2.0","method":"session/update","params":{"a":1,"a":2}}"#;
+        assert_eq!(agent(nested).forward.as_deref(), Some(nested.as_bytes()));
+    }
+
+    #[test]
+    fn a_batch_with_an_item_that_fails_to_parse_is_refused_whole() {
+        for line in [
+            r#"[{"jsonrpc":"2.0","method":"session/update","params":{}},{"jsonrpc":"2.0","id":1,"method":"session/update","method":"fs/read_text_file"}]"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file"},{"id":2,"id":3,"method":"fs/write_text_file"}]"#,
+            r#"[{"jsonrpc":"2.0","method":"session/update"},3]"#,
+            r#"[{"jsonrpc":"2.0","method":"session/update"},"fs/read_text_file"]"#,
+            r#"[{"jsonrpc":"2.0","method":"session/update"},[{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file"}]]"#,
+            "[]",
+        ] {
+            assert_parse_error(line);
+        }
+    }
+
+    #[test]
+    fn anything_but_one_message_gets_the_parse_error() {
+        for line in [
+            "42",
+            r#""fs/read_text_file""#,
+            "null",
+            r#"{"jsonrpc":"2.0","id":1,"method":5}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":["fs/read_text_file"]}"#,
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"session/update"}"#,
+            r#"{"jsonrpc":"2.0","id":true,"method":"session/update"}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update"} {"jsonrpc":"2.0","id":1,"method":"fs/read_text_file"}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update"}{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file"}"#,
+            r#"{"jsonrpc":"2.0","method":"fs/\ud800"}"#,
+        ] {
+            assert_parse_error(line);
+        }
+    }
+
+    #[test]
+    fn method_echoed_in_a_reply_is_bounded() {
+        let long = "fs/".to_owned() + &"é".repeat(10_000);
+        let out = agent(&format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{long}"}}"#));
+        assert!(out.forward.is_none());
+        assert!(out.replies[0].len() < 1024, "{}", out.replies[0].len());
+        assert!(serde_json::from_slice::<Value>(&out.replies[0]).is_ok());
     }
 }

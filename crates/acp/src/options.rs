@@ -26,6 +26,12 @@ pub const DEFAULT_WRITE_QUEUE_DEPTH: usize = 64;
 /// warning (an agent that floods fs/terminal requests without reading its stdin).
 pub const MAX_QUEUED_REPLIES: usize = 1024;
 
+/// Bytes of transport replies (-32601, -32700) that may wait for the agent's stdin; a reply that
+/// does not fit is dropped with a warning. Replies echo the request id, which the agent chooses:
+/// without this bound an agent that sends large ids and never reads its stdin would grow memory
+/// by up to [`MAX_QUEUED_REPLIES`] times the message limit.
+pub const MAX_QUEUED_REPLY_BYTES: usize = 1024 * 1024;
+
 /// Default size of the kept stderr tail, used in error reports.
 pub const DEFAULT_STDERR_TAIL_BYTES: usize = 64 * 1024;
 

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{AcpError, Direction};
 use crate::filter;
 use crate::framing::LineSplitter;
-use crate::options::{AcpOptions, MAX_QUEUED_REPLIES, StderrCallback};
+use crate::options::{AcpOptions, MAX_QUEUED_REPLIES, MAX_QUEUED_REPLY_BYTES, StderrCallback};
 use crate::process::{AgentProcess, ByteStream, ProcessExit};
 
 /// How an agent ended, as reported by [`AcpTransport::wait`].
@@ -77,6 +77,7 @@ pub(crate) struct Shared {
     write_tx: mpsc::UnboundedSender<WriteCmd>,
     write_permits: Arc<Semaphore>,
     queued_replies: AtomicUsize,
+    queued_reply_bytes: AtomicUsize,
     halt_reads: CancellationToken,
     halt_writes: CancellationToken,
     closing: AtomicBool,
@@ -146,6 +147,7 @@ impl AcpTransport {
             write_tx,
             write_permits: Arc::new(Semaphore::new(opts.write_queue_depth)),
             queued_replies: AtomicUsize::new(0),
+            queued_reply_bytes: AtomicUsize::new(0),
             halt_reads: CancellationToken::new(),
             halt_writes: CancellationToken::new(),
             closing: AtomicBool::new(false),
@@ -248,6 +250,13 @@ impl AcpTransport {
     /// The last bytes the agent wrote to stderr (lossy UTF-8).
     pub fn stderr_tail(&self) -> String {
         self.shared.stderr_tail()
+    }
+
+    /// Bytes of transport replies (-32601, -32700) waiting for the agent's stdin; never more than
+    /// [`MAX_QUEUED_REPLY_BYTES`](crate::options::MAX_QUEUED_REPLY_BYTES).
+    #[doc(hidden)]
+    pub fn queued_reply_bytes(&self) -> usize {
+        self.shared.queued_reply_bytes()
     }
 
     /// The error that ended reading from the agent, if any (oversized message, failed stream).
@@ -392,14 +401,26 @@ impl Shared {
             .map_err(|_| self.closed_error())
     }
 
-    /// Queue a transport reply; never waits (capped by MAX_QUEUED_REPLIES).
+    /// Queue a transport reply; never waits (capped by MAX_QUEUED_REPLIES replies and
+    /// MAX_QUEUED_REPLY_BYTES bytes).
     fn reply(&self, reply: Bytes) {
+        let size = reply.len() + 1;
         if self.queued_replies.fetch_add(1, Ordering::AcqRel) >= MAX_QUEUED_REPLIES {
             self.queued_replies.fetch_sub(1, Ordering::AcqRel);
             tracing::warn!("the agent is not reading its stdin; dropped a transport reply");
             return;
         }
-        let mut line = BytesMut::with_capacity(reply.len() + 1);
+        let before = self.queued_reply_bytes.fetch_add(size, Ordering::AcqRel);
+        if before + size > MAX_QUEUED_REPLY_BYTES {
+            self.queued_reply_bytes.fetch_sub(size, Ordering::AcqRel);
+            self.queued_replies.fetch_sub(1, Ordering::AcqRel);
+            tracing::warn!(
+                size,
+                "the agent is not reading its stdin; dropped a transport reply (byte bound)"
+            );
+            return;
+        }
+        let mut line = BytesMut::with_capacity(size);
         line.extend_from_slice(&reply);
         line.extend_from_slice(b"\n");
         if self
@@ -407,8 +428,14 @@ impl Shared {
             .send(WriteCmd::Line(line.freeze(), None))
             .is_err()
         {
+            self.queued_reply_bytes.fetch_sub(size, Ordering::AcqRel);
             self.queued_replies.fetch_sub(1, Ordering::AcqRel);
         }
+    }
+
+    /// Bytes of transport replies waiting for the agent's stdin.
+    pub(crate) fn queued_reply_bytes(&self) -> usize {
+        self.queued_reply_bytes.load(Ordering::Acquire)
     }
 
     pub(crate) async fn wait_exit(&self) -> Result<ProcessExit, AcpError> {
@@ -624,6 +651,7 @@ async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<WriteCm
                 // Coalesce lines already queued into one write (one RPC for a sandbox agent).
                 // Whole lines only, in queue order; an EOF behind them is handled right after.
                 let mut replies = usize::from(permit.is_none());
+                let mut reply_bytes = if permit.is_none() { first.len() } else { 0 };
                 let mut permits: Vec<OwnedSemaphorePermit> = permit.into_iter().collect();
                 let mut size = first.len();
                 let mut joined: Option<BytesMut> = None;
@@ -640,7 +668,10 @@ async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<WriteCm
                             size += more.len();
                             match p {
                                 Some(p) => permits.push(p),
-                                None => replies += 1,
+                                None => {
+                                    replies += 1;
+                                    reply_bytes += more.len();
+                                }
                             }
                         }
                         Ok(WriteCmd::Eof(ack)) => {
@@ -661,6 +692,9 @@ async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<WriteCm
                 };
                 drop(permits);
                 shared.queued_replies.fetch_sub(replies, Ordering::AcqRel);
+                shared
+                    .queued_reply_bytes
+                    .fetch_sub(reply_bytes, Ordering::AcqRel);
                 if let Err(e) = r {
                     tracing::debug!(error = %e, "writing to the agent's stdin failed");
                     *lock(&shared.writer_error) = Some(e.to_string());

@@ -520,3 +520,31 @@ async fn many_pipelined_requests_keep_their_order() {
     let lines = received(&t, 99_999).await;
     assert_eq!(lines.len(), 2001);
 }
+
+// Issue 12: replies are bounded by bytes, not only by count. The agent sends fs requests with
+// 64 KiB ids and never reads its stdin: without the byte bound ~19 MB of replies would queue.
+#[tokio::test]
+async fn queued_replies_are_bounded_by_bytes() {
+    let t = start(&[], AcpOptions::new());
+    let id = "i".repeat(64 * 1024);
+    let mut actions: Vec<Value> = (0..300)
+        .map(|n| json!({"request": {"id": format!("{id}{n}"), "method": "fs/read_text_file", "params": {}}}))
+        .collect();
+    actions.push(json!({"notify": {"method": "_marker", "params": {}}}));
+    actions.push(json!({"ignore_stdin": true}));
+    t.send_json(&json!({"jsonrpc":"2.0","id":1,"method":"_fake/do","params":{"actions":actions}}))
+        .await
+        .unwrap();
+    let marker = recv_json(&t).await;
+    assert_eq!(marker["method"], "_marker", "{marker}");
+    let queued = t.queued_reply_bytes();
+    assert!(
+        queued <= e2b_acp::options::MAX_QUEUED_REPLY_BYTES,
+        "{queued} bytes of replies queued"
+    );
+    assert!(
+        queued > 0,
+        "the agent is not reading: some replies must be waiting"
+    );
+    t.kill().await.unwrap();
+}

@@ -1,24 +1,9 @@
-//! Per-call options and envd's header names.
+//! Per-call options; envd's header names come from [`e2b_envd_proto::wire`].
 
 use std::time::Duration;
 
-use base64::Engine as _;
-
-/// Header names envd reads.
-pub mod headers {
-    /// The access token.
-    pub const ACCESS_TOKEN: &str = "x-access-token";
-    /// The sandbox id, for E2B's shared proxy host.
-    pub const SANDBOX_ID: &str = "e2b-sandbox-id";
-    /// The envd port behind the proxy.
-    pub const SANDBOX_PORT: &str = "e2b-sandbox-port";
-    /// Seconds between keepalive events on a stream with no data.
-    pub const KEEPALIVE_PING_INTERVAL: &str = "keepalive-ping-interval";
-    /// The deadline in milliseconds; on `Start` it is also the process lifetime.
-    pub const CONNECT_TIMEOUT_MS: &str = "connect-timeout-ms";
-    /// The user, as HTTP Basic with an empty password.
-    pub const AUTHORIZATION: &str = "authorization";
-}
+/// Header names envd reads (from [`e2b_envd_proto::wire::headers`]).
+pub use e2b_envd_proto::wire::headers;
 
 /// The keepalive interval the E2B SDKs ask for on streams.
 pub const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(50);
@@ -67,7 +52,4 @@ impl CallOptions {
 }
 
 /// `Basic base64("<user>:")`, the value envd reads the user from.
-pub fn basic_auth_value(user: &str) -> String {
-    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:"));
-    format!("Basic {encoded}")
-}
+pub use e2b_envd_proto::wire::basic_auth_value;

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use e2b_envd_version::EnvdVersion;
 
-/// envd's port inside an E2B sandbox (`E2b-Sandbox-Port`).
-pub const DEFAULT_ENVD_PORT: u16 = 49983;
+/// envd's port inside an E2B sandbox (`E2b-Sandbox-Port`); [`e2b_envd_proto::wire::DEFAULT_PORT`].
+pub const DEFAULT_ENVD_PORT: u16 = e2b_envd_proto::wire::DEFAULT_PORT;
 
 /// The wire transport for envd's RPCs. Both carry the same tonic clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -55,6 +55,8 @@ pub use pbjson_types;
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/envd_descriptor.bin"));
 
+pub mod wire;
+
 /// Fully qualified gRPC/Connect service names, as they appear in request paths.
 pub mod service_names {
     /// `process.Process`

@@ -45,6 +45,54 @@ pub struct EnvdConfig {
     pub env_vars: std::collections::HashMap<String, String>,
     /// Reserved for the Filesystem service: an optional root that paths are confined to.
     pub root: Option<PathBuf>,
+    /// Browser origins (`scheme://host[:port]`, exactly as a browser sends `Origin`) that may
+    /// call the daemon; CORS answers only these. A request carrying any other `Origin` is
+    /// refused with 403. Default: none (no web page may call the daemon).
+    pub allow_origins: Vec<String>,
+    /// Extra host names accepted in the `Host` header, besides loopback names (`localhost`,
+    /// `127.0.0.0/8`, `[::1]`) and the bind address. A leading `*.` matches any subdomain
+    /// (`*.sandbox.local` accepts `49983-abc.sandbox.local`). Other hosts get 403 (DNS
+    /// rebinding). Default: none.
+    pub allow_hosts: Vec<String>,
+    /// Allow starting on a non-loopback address without an access token. Default `false`:
+    /// [`Envd::start`](crate::Envd::start) refuses such a configuration.
+    pub insecure_no_token: bool,
+    /// How long a client may take to send a request's headers (HTTP/1.1). Default 30 s.
+    pub header_read_timeout: Duration,
+    /// A connection with no request in flight for this long is closed. Default 640 s (envd's
+    /// `IdleTimeout`).
+    pub idle_timeout: Duration,
+    /// HTTP/2 keepalive: a PING is sent after this much silence, and the connection is closed
+    /// when it is not answered within [`http2_keepalive_timeout`](Self::http2_keepalive_timeout).
+    /// Default 60 s.
+    pub http2_keepalive_interval: Duration,
+    /// See [`http2_keepalive_interval`](Self::http2_keepalive_interval). Default 20 s.
+    pub http2_keepalive_timeout: Duration,
+    /// Most connections served at once; further connections wait in the listen backlog until
+    /// one closes. Default 4096.
+    pub max_connections: usize,
+    /// Largest JSON body of a REST route (`/init`, `/files/compose`), in bytes. Default 1 MiB.
+    pub max_json_body_bytes: usize,
+    /// Most parts in one multipart upload. Default 1000.
+    pub max_multipart_parts: usize,
+    /// Largest multipart preamble (bytes before the first boundary) and largest header block
+    /// of one part, in bytes. Default 16 KiB.
+    pub max_multipart_header_bytes: usize,
+    /// Largest decompressed size of one gzip upload body, in bytes. Default 64 GiB.
+    pub max_decompressed_bytes: u64,
+    /// Largest ratio of decompressed to compressed bytes of a gzip upload, enforced once the
+    /// output passes 64 MiB. Default 200.
+    pub max_gzip_ratio: u64,
+    /// Largest age accepted for a signed `/files` URL, in seconds from now to its
+    /// `signature_expiration`; when set, URLs signed without an expiration are refused too.
+    /// Default `None`: as envd, signatures without expiration never expire (the official SDKs
+    /// sign without one unless asked).
+    pub signature_max_age: Option<Duration>,
+    /// Test hook, unstable: in debug builds only, `GET /__envd_test/panic` panics in its
+    /// handler (to test that a panic answers 500 and the daemon keeps serving). Ignored in
+    /// release builds.
+    #[doc(hidden)]
+    pub debug_panic_route: bool,
 }
 
 impl Default for EnvdConfig {
@@ -61,6 +109,21 @@ impl Default for EnvdConfig {
             exited_retention: Duration::from_secs(30),
             env_vars: Default::default(),
             root: None,
+            allow_origins: Vec::new(),
+            allow_hosts: Vec::new(),
+            insecure_no_token: false,
+            header_read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(640),
+            http2_keepalive_interval: Duration::from_secs(60),
+            http2_keepalive_timeout: Duration::from_secs(20),
+            max_connections: 4096,
+            max_json_body_bytes: 1024 * 1024,
+            max_multipart_parts: 1000,
+            max_multipart_header_bytes: 16 * 1024,
+            max_decompressed_bytes: 64 << 30,
+            max_gzip_ratio: 200,
+            signature_max_age: None,
+            debug_panic_route: false,
         }
     }
 }
@@ -120,6 +183,30 @@ impl EnvdConfig {
     /// Sets [`keepalive`](Self::keepalive).
     pub fn with_keepalive(mut self, every: Duration) -> Self {
         self.keepalive = every;
+        self
+    }
+
+    /// Adds an origin to [`allow_origins`](Self::allow_origins).
+    pub fn with_allowed_origin(mut self, origin: impl Into<String>) -> Self {
+        self.allow_origins.push(origin.into());
+        self
+    }
+
+    /// Adds a host name to [`allow_hosts`](Self::allow_hosts).
+    pub fn with_allowed_host(mut self, host: impl Into<String>) -> Self {
+        self.allow_hosts.push(host.into());
+        self
+    }
+
+    /// Sets [`max_connections`](Self::max_connections).
+    pub fn with_max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max;
+        self
+    }
+
+    /// Sets [`header_read_timeout`](Self::header_read_timeout).
+    pub fn with_header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.header_read_timeout = timeout;
         self
     }
 

@@ -13,8 +13,14 @@ struct Cli {
     args: e2b_envd::EnvdArgs,
 }
 
+fn main() -> std::process::ExitCode {
+    // Builds the sandbox when this is the re-execution for `--isolate` (before any thread).
+    e2b_isolation::run_if_child();
+    async_main()
+}
+
 #[tokio::main]
-async fn main() -> std::process::ExitCode {
+async fn async_main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("E2B_ENVD_LOG")

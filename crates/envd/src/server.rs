@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::serve::ListenerExt as _;
 use e2b_envd_proto::filesystem::filesystem_server::FilesystemServer;
 use e2b_envd_proto::process::process_server::ProcessServer;
 use http::{HeaderValue, Request, Response, StatusCode, header};
@@ -36,9 +35,11 @@ struct App {
     rest: Router,
 }
 
-/// Paths that need no access token (envd's exemptions).
+/// Paths that need no access token (envd's exemptions: `/files` checks the token or a URL
+/// signature itself, `/init` applies envd's token rules). `/files/compose` is not exempt: a
+/// signature covers one path, and compose reads, writes and deletes several.
 fn token_exempt(path: &str) -> bool {
-    path == "/health" || path == "/init" || path == "/files" || path.starts_with("/files/")
+    path == "/health" || path == "/init" || path == "/files"
 }
 
 fn grpc_error(content_type: &str, code: tonic::Code, message: &str) -> Response<Body> {
@@ -108,6 +109,281 @@ async fn dispatch(app: App, req: Request<Body>) -> Response<Body> {
     }
 }
 
+/// Path of the debug-only panic route (see `EnvdConfig::debug_panic_route`).
+const DEBUG_PANIC_PATH: &str = "/__envd_test/panic";
+
+/// [`dispatch`], with a panic in any handler (every protocol) turned into a 500 (REST,
+/// Connect) or a gRPC `internal` status, so the daemon keeps serving. A panic inside a response
+/// body that is already streaming ends that stream only.
+async fn guarded_dispatch(app: App, req: Request<Body>) -> Response<Body> {
+    use futures::FutureExt as _;
+    let ct = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let path = req.uri().path().to_string();
+    let debug_panic =
+        cfg!(debug_assertions) && app.state.limits().debug_panic_route && path == DEBUG_PANIC_PATH;
+    let outcome = std::panic::AssertUnwindSafe(async move {
+        if debug_panic {
+            panic!("test panic requested through {DEBUG_PANIC_PATH}");
+        }
+        dispatch(app, req).await
+    })
+    .catch_unwind()
+    .await;
+    match outcome {
+        Ok(resp) => resp,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_string());
+            tracing::error!(%path, panic = %what, "an envd handler panicked; answering 500");
+            let message =
+                format!("internal error: the handler of {path} panicked; the daemon keeps serving");
+            if ct.starts_with("application/grpc") {
+                let base = ct
+                    .split(';')
+                    .next()
+                    .unwrap_or("application/grpc")
+                    .trim()
+                    .to_string();
+                grpc_error(&base, tonic::Code::Internal, &message)
+            } else {
+                json_error(StatusCode::INTERNAL_SERVER_ERROR, &message)
+            }
+        }
+    }
+}
+
+/// Connection limits of the accept loop.
+#[derive(Debug, Clone, Copy)]
+struct ConnLimits {
+    max_connections: usize,
+    header_read_timeout: Duration,
+    idle_timeout: Duration,
+    h2_keepalive_interval: Duration,
+    h2_keepalive_timeout: Duration,
+}
+
+impl ConnLimits {
+    fn from_config(c: &EnvdConfig) -> Self {
+        Self {
+            max_connections: c.max_connections,
+            header_read_timeout: c.header_read_timeout,
+            idle_timeout: c.idle_timeout,
+            h2_keepalive_interval: c.http2_keepalive_interval,
+            h2_keepalive_timeout: c.http2_keepalive_timeout,
+        }
+    }
+}
+
+/// When a connection last moved a byte (milliseconds since `origin`), and whether it has
+/// started a request.
+#[derive(Debug)]
+struct Activity {
+    origin: tokio::time::Instant,
+    last_ms: std::sync::atomic::AtomicU64,
+    requests: std::sync::atomic::AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            origin: tokio::time::Instant::now(),
+            last_ms: std::sync::atomic::AtomicU64::new(0),
+            requests: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn last(&self) -> tokio::time::Instant {
+        self.origin + Duration::from_millis(self.last_ms.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+/// A socket that records when it last read or wrote a byte.
+struct TrackedIo {
+    inner: tokio::net::TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl tokio::io::AsyncRead for TrackedIo {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.touch();
+        }
+        r
+    }
+}
+
+impl tokio::io::AsyncWrite for TrackedIo {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Resolves when the connection must be closed: no request started within the header-read
+/// timeout of the accept, or no byte moved either way for the idle timeout.
+async fn watchdog(activity: Arc<Activity>, limits: ConnLimits) {
+    tokio::time::sleep(limits.header_read_timeout).await;
+    if activity.requests.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        tracing::debug!("closing a connection that sent no complete request headers in time");
+        return;
+    }
+    loop {
+        let deadline = activity.last() + limits.idle_timeout;
+        if tokio::time::Instant::now() >= deadline {
+            tracing::debug!("closing an idle connection");
+            return;
+        }
+        tokio::time::sleep_until(deadline).await;
+    }
+}
+
+/// Resolves once `shutdown` turns true (or its sender is gone).
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|v| *v).await;
+}
+
+/// The accept loop: at most `max_connections` connections at once (further ones wait in the
+/// listen backlog), each served over HTTP/1.1 or h2c with the timeouts of `limits`, until
+/// `shutdown` turns true; then open connections are asked to finish (graceful shutdown).
+async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    limits: ConnLimits,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .enable_connect_protocol()
+        .keep_alive_interval(limits.h2_keepalive_interval)
+        .keep_alive_timeout(limits.h2_keepalive_timeout);
+    let builder = Arc::new(builder);
+    let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = stopped(&mut shutdown) => break,
+        };
+        let (tcp, _peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(v) => v,
+                Err(e) => {
+                    // Out of descriptors and the like: wait a little instead of spinning.
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped(&mut shutdown) => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        let activity = Arc::new(Activity::new());
+        let io = TokioIo::new(TrackedIo {
+            inner: tcp,
+            activity: activity.clone(),
+        });
+        let counted = activity.clone();
+        let svc = router.clone();
+        let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+            counted
+                .requests
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            counted.touch();
+            svc.clone().oneshot(req.map(Body::new))
+        });
+        let builder = builder.clone();
+        let conn = builder
+            .serve_connection_with_upgrades(io, service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _permit = permit;
+            tokio::select! {
+                r = conn => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                }
+                _ = watchdog(activity, limits) => {}
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::debug!("connections still open after the shutdown grace period");
+    }
+}
+
 /// The daemon. See [`Envd::start`].
 #[derive(Debug)]
 #[non_exhaustive]
@@ -121,6 +397,24 @@ impl Envd {
             return Err(EnvdError::Config(
                 "max_message_bytes must be greater than 0".into(),
             ));
+        }
+        if config.max_connections == 0 {
+            return Err(EnvdError::Config(
+                "max_connections must be greater than 0".into(),
+            ));
+        }
+        let no_token = config.access_token.as_deref().is_none_or(str::is_empty);
+        if no_token && !config.bind.ip().is_loopback() {
+            if !config.insecure_no_token {
+                return Err(EnvdError::Config(format!(
+                    "refusing to listen on the non-loopback address {} without an access token: anyone who can reach it could run commands. Give a token (--access-token-file, E2B_ENVD_ACCESS_TOKEN or --access-token), bind 127.0.0.1, or pass --insecure-no-token",
+                    config.bind
+                )));
+            }
+            tracing::warn!(
+                bind = %config.bind,
+                "INSECURE: envd listens on a non-loopback address WITHOUT an access token (--insecure-no-token): anyone who can reach this address can run commands and read files"
+            );
         }
         let state = State::new(&config);
         let table = ProcessTable::new();
@@ -148,16 +442,43 @@ impl Envd {
             rest: rest::router(state.clone()),
         };
 
-        let cors = tower_http::cors::CorsLayer::new()
-            .allow_origin(tower_http::cors::Any)
-            .allow_methods(tower_http::cors::Any)
-            .allow_headers(tower_http::cors::Any)
-            .expose_headers(tower_http::cors::Any)
-            .max_age(Duration::from_secs(7200));
-        let router = Router::new()
-            .fallback(move |req: Request<Body>| dispatch(app.clone(), req))
-            .layer(cors);
-        let local_router = router.clone();
+        let guard = crate::rest::guard::BrowserGuard::new(
+            config.bind,
+            &config.allow_hosts,
+            &config.allow_origins,
+        );
+        let local_router =
+            Router::new().fallback(move |req: Request<Body>| guarded_dispatch(app.clone(), req));
+        // Only the configured origins get CORS answers; with none, no CORS layer at all (and
+        // the guard refuses any request carrying an `Origin`).
+        let with_cors = if guard.origins().is_empty() {
+            local_router.clone()
+        } else {
+            let origins: Vec<HeaderValue> = guard
+                .origins()
+                .iter()
+                .filter_map(|o| HeaderValue::from_str(o).ok())
+                .collect();
+            local_router.clone().layer(
+                tower_http::cors::CorsLayer::new()
+                    .allow_origin(origins)
+                    .allow_methods(tower_http::cors::Any)
+                    .allow_headers(tower_http::cors::Any)
+                    .expose_headers(tower_http::cors::Any)
+                    .max_age(Duration::from_secs(7200)),
+            )
+        };
+        let network_router = with_cors.layer(axum::middleware::from_fn(
+            move |req: Request<Body>, next: axum::middleware::Next| {
+                let verdict = guard.check(req.headers(), req.uri());
+                async move {
+                    match verdict {
+                        Ok(()) => next.run(req).await,
+                        Err((status, message)) => json_error(status, message.as_str()),
+                    }
+                }
+            },
+        ));
 
         let listener = tokio::net::TcpListener::bind(config.bind)
             .await
@@ -166,21 +487,9 @@ impl Envd {
                 source,
             })?;
         let local_addr = listener.local_addr()?;
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
-        let server = tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = shutdown_rx.wait_for(|v| *v).await;
-            };
-            if let Err(e) = axum::serve(listener, router)
-                .with_graceful_shutdown(shutdown)
-                .await
-            {
-                tracing::error!(error = %e, "envd server stopped with an error");
-            }
-        });
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let limits = ConnLimits::from_config(&config);
+        let server = tokio::spawn(serve(listener, network_router, limits, shutdown_rx));
         tracing::info!(%local_addr, "envd listening");
         Ok(EnvdHandle {
             local_addr,

@@ -31,6 +31,22 @@ pub struct State {
     keepalive: Duration,
     exited_retention: Duration,
     root: Option<PathBuf>,
+    limits: Limits,
+    /// Serialises `POST /init` (check the token, then change it).
+    init_lock: std::sync::Mutex<()>,
+}
+
+/// The request limits of the REST routes, copied from the configuration.
+#[allow(dead_code)] // the /files limits are wired in the next change
+#[derive(Debug, Clone)]
+pub(crate) struct Limits {
+    pub(crate) max_json_body_bytes: usize,
+    pub(crate) max_multipart_parts: usize,
+    pub(crate) max_multipart_header_bytes: usize,
+    pub(crate) max_decompressed_bytes: u64,
+    pub(crate) max_gzip_ratio: u64,
+    pub(crate) signature_max_age: Option<Duration>,
+    pub(crate) debug_panic_route: bool,
 }
 
 fn read<T: Clone>(lock: &RwLock<T>) -> T {
@@ -64,6 +80,16 @@ impl State {
             keepalive: config.keepalive,
             exited_retention: config.exited_retention,
             root: config.root.clone(),
+            limits: Limits {
+                max_json_body_bytes: config.max_json_body_bytes,
+                max_multipart_parts: config.max_multipart_parts,
+                max_multipart_header_bytes: config.max_multipart_header_bytes,
+                max_decompressed_bytes: config.max_decompressed_bytes,
+                max_gzip_ratio: config.max_gzip_ratio,
+                signature_max_age: config.signature_max_age,
+                debug_panic_route: config.debug_panic_route,
+            },
+            init_lock: std::sync::Mutex::new(()),
         })
     }
 
@@ -87,6 +113,25 @@ impl State {
             Some(v) => constant_time_eq(v.as_bytes(), expected.as_bytes()),
             None => false,
         }
+    }
+
+    /// True when a token is set and `headers` carry it (a caller that proved it holds it).
+    pub(crate) fn token_presented(&self, headers: &HeaderMap) -> bool {
+        self.access_token().is_some() && self.token_ok(headers)
+    }
+
+    /// The REST request limits.
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Runs `f` with `POST /init` serialised against other `/init` calls.
+    pub(crate) fn with_init_lock<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _guard = match self.init_lock.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        f()
     }
 
     /// The user name used when a request names none.
@@ -251,15 +296,11 @@ pub fn clean(path: &Path) -> PathBuf {
     }
 }
 
-/// Compares two byte strings in time independent of where they differ.
+/// Compares two byte strings in time independent of where they differ (`subtle`; a length
+/// difference is not hidden, which is fine for tokens and signatures of public length).
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = (a.len() ^ b.len()) as u8 | u8::from(a.len() != b.len());
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0xff);
-        diff |= x ^ y;
-    }
-    diff == 0
+    use subtle::ConstantTimeEq as _;
+    bool::from(a.ct_eq(b))
 }
 
 #[cfg(test)]

@@ -162,6 +162,7 @@ async fn open_daemon_and_configured_version() {
     );
     let r = http
         .post(format!("{}/init", envd.url()))
+        .json(&json!({}))
         .send()
         .await
         .unwrap();

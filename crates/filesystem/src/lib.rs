@@ -30,12 +30,11 @@ mod watch;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use base64::Engine as _;
 use bytes::Bytes;
 use e2b_envd_client::{CallOptions, EnvdConnection, Feature};
 use e2b_envd_proto::filesystem as pb;
+use e2b_envd_proto::wire::{FileOperation, file_signature, files_query};
 use futures::{StreamExt as _, TryStreamExt as _};
-use sha2::Digest as _;
 
 pub use error::{FilesystemError, Result};
 pub use types::{
@@ -49,27 +48,6 @@ pub use watch::WatchHandle;
 pub struct Filesystem {
     conn: EnvdConnection,
     user: Option<String>,
-}
-
-/// `"v1_" + base64_nopad(sha256("<path>:<operation>:<user>:<token>[:<expiration>]"))`, envd's URL
-/// signature. `operation` is `read` or `write`.
-pub fn file_signature(
-    path: &str,
-    operation: &str,
-    user: &str,
-    token: &str,
-    expiration: Option<u64>,
-) -> String {
-    let mut payload = format!("{path}:{operation}:{user}:{token}");
-    if let Some(e) = expiration {
-        payload.push(':');
-        payload.push_str(&e.to_string());
-    }
-    let digest = sha2::Sha256::digest(payload.as_bytes());
-    format!(
-        "v1_{}",
-        base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest)
-    )
 }
 
 /// Gzip-compresses a stream chunk by chunk (memory: one chunk plus the encoder state).
@@ -146,7 +124,7 @@ impl Filesystem {
 
     fn user_query(&self) -> Vec<(&'static str, String)> {
         self.user()
-            .map(|u| vec![("username", u.to_string())])
+            .map(|u| vec![(files_query::USERNAME, u.to_string())])
             .unwrap_or_default()
     }
 
@@ -165,7 +143,7 @@ impl Filesystem {
     /// Downloads a file as a stream of chunks (`GET /files`). Nothing is buffered beyond the
     /// chunk in flight.
     pub async fn read_stream(&self, path: &str) -> Result<ByteStream> {
-        let mut query = vec![("path", path.to_string())];
+        let mut query = vec![(files_query::PATH, path.to_string())];
         query.extend(self.user_query());
         let resp = self
             .conn
@@ -180,7 +158,7 @@ impl Filesystem {
 
     /// Downloads a file into memory.
     pub async fn read(&self, path: &str) -> Result<Bytes> {
-        let mut query = vec![("path", path.to_string())];
+        let mut query = vec![(files_query::PATH, path.to_string())];
         query.extend(self.user_query());
         let resp = self
             .conn
@@ -328,7 +306,7 @@ impl Filesystem {
     fn upload_request(&self, path: Option<&str>, opts: &WriteOptions) -> reqwest::RequestBuilder {
         let mut query = Vec::new();
         if let Some(p) = path {
-            query.push(("path", p.to_string()));
+            query.push((files_query::PATH, p.to_string()));
         }
         query.extend(self.user_query());
         let mut req = self.conn.http().post(self.files_url()).query(&query);
@@ -540,20 +518,25 @@ impl Filesystem {
     // -----------------------------------------------------------------------------------------
     // URLs
 
-    fn signed_url(&self, path: Option<&str>, operation: &str, opts: &UrlOptions) -> Result<String> {
+    fn signed_url(
+        &self,
+        path: Option<&str>,
+        operation: FileOperation,
+        opts: &UrlOptions,
+    ) -> Result<String> {
         let mut params: Vec<(&str, String)> = Vec::new();
         if let Some(p) = path {
-            params.push(("path", p.to_string()));
+            params.push((files_query::PATH, p.to_string()));
         }
         let user = self.user().map(str::to_string);
         if let Some(u) = &user {
-            params.push(("username", u.clone()));
+            params.push((files_query::USERNAME, u.clone()));
         }
         if let Some(token) = self.conn.access_token() {
             let expiration = opts.expires_in.map(|d| {
                 SystemTime::now()
                     .duration_since(UNIX_EPOCH)
-                    .map(|n| (n + d).as_secs())
+                    .map(|n| i64::try_from((n + d).as_secs()).unwrap_or(i64::MAX))
                     .unwrap_or(0)
             });
             let sig = file_signature(
@@ -563,9 +546,9 @@ impl Filesystem {
                 token,
                 expiration,
             );
-            params.push(("signature", sig));
+            params.push((files_query::SIGNATURE, sig));
             if let Some(e) = expiration {
-                params.push(("signature_expiration", e.to_string()));
+                params.push((files_query::SIGNATURE_EXPIRATION, e.to_string()));
             }
         }
         let url = reqwest::Url::parse_with_params(&self.files_url(), &params).map_err(|e| {
@@ -578,12 +561,12 @@ impl Filesystem {
 
     /// A URL anyone can `GET` to download `path`, signed when the sandbox has an access token.
     pub fn download_url(&self, path: &str, opts: &UrlOptions) -> Result<String> {
-        self.signed_url(Some(path), "read", opts)
+        self.signed_url(Some(path), FileOperation::Read, opts)
     }
 
     /// A URL anyone can `POST` a multipart or octet-stream body to, writing `path` (or, with
     /// `None`, the part's file name), signed when the sandbox has an access token.
     pub fn upload_url(&self, path: Option<&str>, opts: &UrlOptions) -> Result<String> {
-        self.signed_url(path, "write", opts)
+        self.signed_url(path, FileOperation::Write, opts)
     }
 }

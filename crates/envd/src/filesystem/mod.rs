@@ -134,7 +134,8 @@ fn keepalive_interval(md: &tonic::metadata::MetadataMap, default: Duration) -> D
         .and_then(|v| v.to_str().ok())
         .and_then(|s| s.trim().parse::<u64>().ok())
         .filter(|s| *s > 0)
-        .map(Duration::from_secs)
+        // At most a day: a huge value must not overflow a deadline anywhere.
+        .map(|s| Duration::from_secs(s.min(86_400)))
         .unwrap_or(default)
 }
 

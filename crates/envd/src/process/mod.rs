@@ -113,26 +113,42 @@ impl StreamMessage for ConnectResponse {
     }
 }
 
-/// The process lifetime from `Connect-Timeout-Ms`, else `grpc-timeout`. `None` = unlimited.
+/// Longest keepalive interval accepted in `Keepalive-Ping-Interval` (one day).
+const MAX_KEEPALIVE_SECS: u64 = 86_400;
+
+/// The process lifetime from `Connect-Timeout-Ms` (up to 10 digits of milliseconds, as the
+/// Connect protocol allows), else `grpc-timeout` (up to 8 digits and a unit, as gRPC allows).
+/// `None` = unlimited. Anything else is `invalid_argument`, never an overflow.
 fn process_timeout(md: &tonic::metadata::MetadataMap) -> Result<Option<Duration>, Status> {
+    fn digits(s: &str, max: usize) -> Option<u64> {
+        (!s.is_empty() && s.len() <= max && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    }
     if let Some(v) = md.get("connect-timeout-ms") {
         let s = v.to_str().unwrap_or("").trim();
-        let ms: u64 = s.parse().map_err(|_| {
-            Status::invalid_argument(format!("invalid Connect-Timeout-Ms header {s:?}"))
+        let ms = digits(s, 10).ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "invalid Connect-Timeout-Ms header {s:?}: want 1 to 10 digits (milliseconds)"
+            ))
         })?;
         return Ok((ms > 0).then(|| Duration::from_millis(ms)));
     }
     if let Some(v) = md.get("grpc-timeout") {
         let s = v.to_str().unwrap_or("").trim();
-        let bad = || Status::invalid_argument(format!("invalid grpc-timeout header {s:?}"));
-        if s.len() < 2 {
+        let bad = || {
+            Status::invalid_argument(format!(
+                "invalid grpc-timeout header {s:?}: want 1 to 8 digits and a unit (H, M, S, m, u, n)"
+            ))
+        };
+        if s.len() < 2 || !s.is_char_boundary(s.len() - 1) {
             return Err(bad());
         }
-        let (digits, unit) = s.split_at(s.len() - 1);
-        let n: u64 = digits.parse().map_err(|_| bad())?;
+        let (digits_part, unit) = s.split_at(s.len() - 1);
+        let n = digits(digits_part, 8).ok_or_else(bad)?;
         let d = match unit {
-            "H" => Duration::from_secs(n.saturating_mul(3600)),
-            "M" => Duration::from_secs(n.saturating_mul(60)),
+            "H" => Duration::from_secs(n * 3600),
+            "M" => Duration::from_secs(n * 60),
             "S" => Duration::from_secs(n),
             "m" => Duration::from_millis(n),
             "u" => Duration::from_micros(n),
@@ -144,14 +160,33 @@ fn process_timeout(md: &tonic::metadata::MetadataMap) -> Result<Option<Duration>
     Ok(None)
 }
 
-/// `Keepalive-Ping-Interval` in seconds; invalid or absent → the configured default.
-fn keepalive_interval(md: &tonic::metadata::MetadataMap, default: Duration) -> Duration {
-    md.get("keepalive-ping-interval")
+/// `Keepalive-Ping-Interval` in seconds; absent, unparsable or `0` → the configured default
+/// (envd); a number above one day → `invalid_argument`.
+fn keepalive_interval(
+    md: &tonic::metadata::MetadataMap,
+    default: Duration,
+) -> Result<Duration, Status> {
+    let Some(n) = md
+        .get("keepalive-ping-interval")
         .and_then(|v| v.to_str().ok())
         .and_then(|s| s.trim().parse::<u64>().ok())
         .filter(|n| *n > 0)
-        .map(Duration::from_secs)
-        .unwrap_or(default)
+    else {
+        return Ok(default);
+    };
+    if n > MAX_KEEPALIVE_SECS {
+        return Err(Status::invalid_argument(format!(
+            "invalid Keepalive-Ping-Interval {n}: want 1 to {MAX_KEEPALIVE_SECS} seconds"
+        )));
+    }
+    Ok(Duration::from_secs(n))
+}
+
+/// `now + d`, or `invalid_argument` if that instant cannot be represented.
+fn deadline_after(d: Duration) -> Result<Instant, Status> {
+    Instant::now()
+        .checked_add(d)
+        .ok_or_else(|| Status::invalid_argument(format!("timeout {d:?} is too far in the future")))
 }
 
 struct StreamState {
@@ -225,14 +260,24 @@ fn event_stream(
                             }
                         }
                         Some(ev) => Ok(ProcessEvent { event: Some(ev) }),
+                        None if rx.is_lagged() => {
+                            st.source = None;
+                            Err(Status::resource_exhausted(format!(
+                                "this stream fell behind the process's output (its queue of {} events / {} MiB stayed full for {:?} while other streams kept up) and was dropped; the process goes on: read faster, or Connect again for live output",
+                                subscriber::SUBSCRIBER_BUFFER,
+                                subscriber::SUBSCRIBER_BYTE_BUDGET >> 20,
+                                subscriber::subscriber_lag_timeout(),
+                            )))
+                        }
                         None => return None,
                     },
                     _ = st.keepalive_timer.as_mut() => Ok(ProcessEvent { event: Some(Event::Keepalive(KeepAlive {})) }),
                 }
             }
         };
-        let next = Instant::now() + st.keepalive;
-        st.keepalive_timer.as_mut().reset(next);
+        if let Some(next) = Instant::now().checked_add(st.keepalive) {
+            st.keepalive_timer.as_mut().reset(next);
+        }
         Some((item, st))
     })
 }
@@ -259,7 +304,7 @@ impl Process for ProcessService {
         &self,
         request: Request<ConnectRequest>,
     ) -> Result<Response<Self::ConnectStream>, Status> {
-        let keepalive = keepalive_interval(request.metadata(), self.state.keepalive());
+        let keepalive = keepalive_interval(request.metadata(), self.state.keepalive())?;
         let entry = self.table.find_any(request.get_ref().process.as_ref())?;
         let source = entry.subscribe();
         let stream = event_stream(entry, source, keepalive, None)
@@ -282,8 +327,8 @@ impl Process for ProcessService {
             .user_from_headers(&headers)
             .map_err(Status::unauthenticated)?;
         let timeout = process_timeout(request.metadata())?;
-        let keepalive = keepalive_interval(request.metadata(), self.state.keepalive());
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let keepalive = keepalive_interval(request.metadata(), self.state.keepalive())?;
+        let deadline = timeout.map(deadline_after).transpose()?;
         let req = request.into_inner();
         let spawned = spawn::spawn(&self.state, &user, &req)?;
         let config = req.process.clone().unwrap_or_default();

@@ -22,6 +22,9 @@ use super::subscriber::{self, SubRx, SubTx};
 /// fast producer costs fewer events. Chunk boundaries are arbitrary either way.
 const PIPE_CHUNK: usize = 1024 * 1024;
 const PTY_CHUNK: usize = 16 * 1024;
+/// After a signalled process exits, how long output still in its pipes (or written by
+/// descendants that hold them) is read before the end event goes out.
+const SIGNAL_DRAIN: Duration = Duration::from_millis(500);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -51,7 +54,10 @@ pub(crate) struct ProcEntry {
     stdin: tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
     state: Mutex<RunState>,
     cancel_output: CancellationToken,
+    /// Cancelled by CloseStdin and at the end of the process; aborts a blocked stdin write.
+    stdin_closed: CancellationToken,
     timed_out: AtomicBool,
+    lag_timeout: Duration,
 }
 
 impl ProcEntry {
@@ -79,22 +85,34 @@ impl ProcEntry {
     /// Waits until no subscriber has more than one event waiting. The output pumps call this
     /// before each read: while a client is busy, output collects in the pipe and the next read
     /// takes all of it as one chunk, so a fast producer yields few, large events (less work
-    /// per byte everywhere) while an idle client still gets each write at once.
+    /// per byte everywhere) while an idle client still gets each write at once. A subscriber
+    /// that does not drain within the lag bound is marked stalled and no longer waited for
+    /// here (until it takes an event); [`broadcast`](Self::broadcast) then decides its fate.
     async fn wait_for_demand(&self) {
         // Called before every read: only subscribers that are behind are cloned (usually none).
         let behind: Vec<SubTx> = match &*lock(&self.state) {
-            RunState::Running { subs } => {
-                subs.iter().filter(|s| !s.is_drained(1)).cloned().collect()
-            }
+            RunState::Running { subs } => subs
+                .iter()
+                .filter(|s| !s.is_stalled() && !s.is_drained(1))
+                .cloned()
+                .collect(),
             RunState::Ended(_) => return,
         };
-        for s in &behind {
-            s.wait_drained(1).await;
+        if behind.is_empty() {
+            return;
+        }
+        let all = futures::future::join_all(behind.iter().map(|s| s.wait_drained(1)));
+        if tokio::time::timeout(self.lag_timeout, all).await.is_err() {
+            for s in behind.iter().filter(|s| !s.is_drained(1)) {
+                s.mark_stalled();
+            }
         }
     }
 
     /// Sends `event` to every subscriber, waiting on each in turn (back-pressure). With no
-    /// subscriber the event is dropped.
+    /// subscriber the event is dropped. With several, one whose queue stays full past the lag
+    /// bound is dropped (its stream ends with `resource_exhausted`); a sole subscriber is
+    /// waited for without limit, as envd does.
     async fn broadcast(&self, event: Event) {
         let subs: Vec<SubTx> = match &*lock(&self.state) {
             RunState::Running { subs } => subs.clone(),
@@ -103,6 +121,7 @@ impl ProcEntry {
         if subs.is_empty() {
             return;
         }
+        let lag = (subs.len() > 1).then_some(self.lag_timeout);
         let mut dead = false;
         let last = subs.len() - 1;
         let mut event = Some(event);
@@ -114,13 +133,13 @@ impl ProcEntry {
                 event.clone()
             };
             if let Some(ev) = ev
-                && s.send(ev).await.is_err()
+                && s.send(ev, lag).await.is_err()
             {
                 dead = true;
             }
         }
         if dead && let RunState::Running { subs } = &mut *lock(&self.state) {
-            subs.retain(|s| !s.is_closed());
+            subs.retain(|s| !s.is_closed() && !s.is_lagged());
         }
     }
 
@@ -132,11 +151,11 @@ impl ProcEntry {
                 RunState::Ended(_) => Vec::new(),
             }
         };
+        self.stdin_closed.cancel();
         *self.stdin.lock().await = None;
         lock(&self.pty).take();
-        for s in subs {
-            let _ = s.send(Event::End(end.clone())).await;
-        }
+        let lag = (subs.len() > 1).then_some(self.lag_timeout);
+        futures::future::join_all(subs.iter().map(|s| s.send(Event::End(end.clone()), lag))).await;
     }
 
     /// Sends `signal` to the command's whole process group and stops waiting for its output.
@@ -156,17 +175,25 @@ impl ProcEntry {
                 "error writing to stdin: the process runs in a pty; send pty input instead",
             ));
         }
-        let mut guard = self.stdin.lock().await;
-        let Some(stdin) = guard.as_mut() else {
-            return Err(Status::internal(
-                "error writing to stdin: stdin not enabled or closed",
-            ));
+        let closed = || Status::internal("error writing to stdin: stdin not enabled or closed");
+        // A write blocked on a full pipe (a process that never reads) must not keep CloseStdin
+        // or the end of the process waiting for this lock: both cancel `stdin_closed` first.
+        let mut guard = tokio::select! {
+            g = self.stdin.lock() => g,
+            _ = self.stdin_closed.cancelled() => return Err(closed()),
         };
-        let res = async {
-            stdin.write_all(data).await?;
-            stdin.flush().await
-        }
-        .await;
+        let Some(stdin) = guard.as_mut() else {
+            return Err(closed());
+        };
+        let res = tokio::select! {
+            r = async {
+                stdin.write_all(data).await?;
+                stdin.flush().await
+            } => r,
+            _ = self.stdin_closed.cancelled() => return Err(Status::internal(
+                "error writing to stdin: stdin was closed (CloseStdin or the process ended) during the write",
+            )),
+        };
         res.map_err(|e| Status::internal(format!("error writing to stdin: {e}")))
     }
 
@@ -188,6 +215,7 @@ impl ProcEntry {
                 "cannot close stdin for PTY process: send Ctrl+D (0x04) instead",
             ));
         }
+        self.stdin_closed.cancel();
         *self.stdin.lock().await = None;
         Ok(())
     }
@@ -316,7 +344,9 @@ impl ProcessTable {
             stdin: tokio::sync::Mutex::new(stdin),
             state: Mutex::new(RunState::Running { subs: vec![tx] }),
             cancel_output: CancellationToken::new(),
+            stdin_closed: CancellationToken::new(),
             timed_out: AtomicBool::new(false),
+            lag_timeout: subscriber::subscriber_lag_timeout(),
         });
         {
             let mut procs = lock(&self.procs);
@@ -429,11 +459,28 @@ async fn supervise(
             tokio::join!(out, err);
         }
     };
+    // Output is read until both pipes hit EOF (envd: a background grandchild holding stdout
+    // keeps the command running). After a signal (SendSignal, the timeout, a kill) the pipes
+    // are still read until the process exits, so a `trap … TERM` handler's output and exit
+    // status arrive; then whatever is left is drained for at most `SIGNAL_DRAIN`.
+    tokio::pin!(outputs);
+    let mut status = None;
     tokio::select! {
-        _ = outputs => {}
-        _ = entry.cancel_output.cancelled() => {}
+        _ = &mut outputs => {}
+        _ = entry.cancel_output.cancelled() => {
+            tokio::select! {
+                _ = &mut outputs => {}
+                st = child.wait() => {
+                    status = Some(st);
+                    let _ = tokio::time::timeout(SIGNAL_DRAIN, &mut outputs).await;
+                }
+            }
+        }
     }
-    let status = child.wait().await;
+    let status = match status {
+        Some(st) => st,
+        None => child.wait().await,
+    };
     if let Some(t) = timer {
         t.abort();
     }

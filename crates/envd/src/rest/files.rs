@@ -976,6 +976,34 @@ struct ComposeBody {
     username: Option<String>,
 }
 
+/// Query parameters of a compose request must not contradict its body: the body says what is
+/// read, written and deleted, so a `path` or `username` in the query that names something else
+/// is refused rather than silently ignored. Signatures are not accepted for compose.
+fn compose_query_agrees(q: &FilesQuery, body: &ComposeBody) -> Result<(), String> {
+    if q.signature.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Err(
+            "POST /files/compose does not accept URL signatures (they cover one path, and compose reads and deletes several): send the access token in X-Access-Token".into(),
+        );
+    }
+    if let Some(p) = q.path.as_deref()
+        && p != body.destination
+    {
+        return Err(format!(
+            "the query's path '{p}' differs from the body's destination '{}': send one, or the same in both",
+            body.destination
+        ));
+    }
+    if let Some(u) = q.username.as_deref()
+        && Some(u) != body.username.as_deref()
+    {
+        return Err(format!(
+            "the query's username '{u}' differs from the body's username '{}': send one, or the same in both",
+            body.username.as_deref().unwrap_or("")
+        ));
+    }
+    Ok(())
+}
+
 /// `POST /files/compose`: concatenates `source_paths` into `destination` (written like an
 /// upload, so a failure keeps the original), deletes the sources, returns the entry.
 async fn compose(AxState(state): AxState<Arc<State>>, req: Request<Body>) -> Response<Body> {
@@ -988,27 +1016,24 @@ async fn compose_inner(
     state: &Arc<State>,
     req: Request<Body>,
 ) -> Result<Response<Body>, Response<Body>> {
-    let mut q = query(req.uri())?;
+    // The access token was checked before routing (compose is not exempt): a `/files` URL
+    // signature covers one path and operation, not the sources compose reads and deletes.
+    let q = query(req.uri())?;
     let (parts, body) = req.into_parts();
-    let bytes = axum::body::to_bytes(body, 1 << 20).await.map_err(|e| {
-        json_error(
-            StatusCode::BAD_REQUEST,
-            &format!("reading the request body failed: {e}"),
-        )
-    })?;
+    let bytes = super::json_body(
+        &parts.headers,
+        body,
+        state.limits().max_json_body_bytes,
+        "POST /files/compose",
+    )
+    .await?;
     let parsed: ComposeBody = serde_json::from_slice(&bytes).map_err(|e| {
         json_error(
             StatusCode::BAD_REQUEST,
             &format!("invalid compose body: {e}"),
         )
     })?;
-    if q.path.is_none() {
-        q.path = Some(parsed.destination.clone());
-    }
-    if q.username.is_none() {
-        q.username = parsed.username.clone();
-    }
-    files_auth::check(state, &parts.headers, &q, "write").map_err(refuse)?;
+    compose_query_agrees(&q, &parsed).map_err(|m| json_error(StatusCode::BAD_REQUEST, &m))?;
     if parsed.source_paths.is_empty() {
         return Err(json_error(
             StatusCode::BAD_REQUEST,

@@ -86,13 +86,29 @@ pub(crate) fn check(
     if !constant_time_eq(sig.as_bytes(), expected.as_bytes()) {
         return Err(unauthorized("invalid signature"));
     }
-    if let Some(exp) = expiration {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
-        if exp < now {
-            return Err(unauthorized("signature is already expired"));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    if let Some(exp) = expiration
+        && exp < now
+    {
+        return Err(unauthorized("signature is already expired"));
+    }
+    if let Some(max) = state.limits().signature_max_age {
+        let max_secs = i64::try_from(max.as_secs()).unwrap_or(i64::MAX);
+        match expiration {
+            None => {
+                return Err(unauthorized(&format!(
+                    "signed URLs without an expiration are refused by this daemon (its maximum signature age is {max_secs} s): sign with an expiration"
+                )));
+            }
+            Some(exp) if exp.saturating_sub(now) > max_secs => {
+                return Err(unauthorized(&format!(
+                    "the signature expires too far in the future: this daemon accepts signatures valid for at most {max_secs} s"
+                )));
+            }
+            Some(_) => {}
         }
     }
     Ok(())

@@ -7,6 +7,7 @@
 mod files;
 mod files_auth;
 mod files_io;
+pub(crate) mod guard;
 mod metrics;
 
 use std::collections::HashMap;
@@ -82,37 +83,151 @@ struct InitBody {
     default_workdir: Option<String>,
 }
 
+/// The base media type of a request (`application/json; charset=utf-8` → `application/json`).
+pub(crate) fn media_type(headers: &http::HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Reads a JSON request body of at most `limit` bytes: 415 unless the content type is
+/// `application/json` (so a browser cannot send it as a "simple" cross-site request), 413 when
+/// larger than the limit.
+pub(crate) async fn json_body(
+    headers: &http::HeaderMap,
+    body: Body,
+    limit: usize,
+    route: &str,
+) -> Result<Bytes, Response<Body>> {
+    let mime = media_type(headers);
+    if mime != "application/json" {
+        return Err(json_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            &format!(
+                "{route} takes a JSON body with Content-Type: application/json (got '{mime}')"
+            ),
+        ));
+    }
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let too_large = std::error::Error::source(&e)
+            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+        if too_large {
+            json_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("the {route} body is larger than the {limit} byte limit"),
+            )
+        } else {
+            json_error(
+                StatusCode::BAD_REQUEST,
+                &format!("reading the request body failed: {e}"),
+            )
+        }
+    })
+}
+
+/// Why `POST /init` may not change the daemon (envd's rules, `init.go`).
+#[derive(Debug, PartialEq, Eq)]
+enum InitRefusal {
+    /// A token is set and the body carries none.
+    ResetNotAuthorized,
+    /// A token is set and the body carries another one.
+    Mismatch,
+}
+
+/// envd's rule for `/init`: allowed when no token is set (first-time setup) or the body's
+/// `accessToken` equals the current one. Deviation: a caller presenting the current token in
+/// `X-Access-Token` may also change it (envd authorises a change through a hash in the
+/// Firecracker metadata service, which a local daemon does not have).
+fn init_allowed(
+    current: Option<&str>,
+    body_token: Option<&str>,
+    header_ok: bool,
+) -> Result<(), InitRefusal> {
+    let Some(current) = current else {
+        return Ok(());
+    };
+    if header_ok {
+        return Ok(());
+    }
+    match body_token {
+        None => Err(InitRefusal::ResetNotAuthorized),
+        Some(t) if crate::state::constant_time_eq(t.as_bytes(), current.as_bytes()) => Ok(()),
+        Some(_) => Err(InitRefusal::Mismatch),
+    }
+}
+
 async fn init(
     AxState(state): AxState<Arc<State>>,
     headers: http::HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response<Body> {
-    // Deviation from envd (which checks a Firecracker MMDS hash): once a token is set, only a
-    // caller that presents it may re-initialise the daemon.
-    if !state.token_ok(&headers) {
-        return json_error(StatusCode::UNAUTHORIZED, UNAUTHORIZED_MESSAGE);
-    }
-    let parsed: InitBody = if body.iter().all(|b| b.is_ascii_whitespace()) {
+    let bytes = match json_body(
+        &headers,
+        body,
+        state.limits().max_json_body_bytes,
+        "POST /init",
+    )
+    .await
+    {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let parsed: InitBody = if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         InitBody::default()
     } else {
-        match serde_json::from_slice(&body) {
+        match serde_json::from_slice(&bytes) {
             Ok(b) => b,
             Err(e) => {
                 return json_error(StatusCode::BAD_REQUEST, &format!("invalid /init body: {e}"));
             }
         }
     };
-    if let Some(vars) = parsed.env_vars {
-        state.set_env_vars(vars);
-    }
-    if let Some(token) = parsed.access_token {
-        state.set_access_token(Some(token));
-    }
-    if let Some(user) = parsed.default_user.filter(|u| !u.is_empty()) {
-        state.set_default_user(user);
-    }
-    if let Some(dir) = parsed.default_workdir.filter(|d| !d.is_empty()) {
-        state.set_default_workdir(PathBuf::from(dir));
+    let header_ok = state.token_presented(&headers);
+    let applied = state.with_init_lock(|| {
+        let current = state.access_token();
+        init_allowed(
+            current.as_deref(),
+            parsed.access_token.as_deref(),
+            header_ok,
+        )?;
+        if let Some(vars) = parsed.env_vars {
+            state.set_env_vars(vars);
+        }
+        // envd sets the token to the body's (absent = cleared); a caller authorised by the
+        // header who sends none keeps the current one.
+        match parsed.access_token {
+            Some(token) => state.set_access_token(Some(token)),
+            None if header_ok => {}
+            None => state.set_access_token(None),
+        }
+        if let Some(user) = parsed.default_user.filter(|u| !u.is_empty()) {
+            state.set_default_user(user);
+        }
+        if let Some(dir) = parsed.default_workdir.filter(|d| !d.is_empty()) {
+            state.set_default_workdir(PathBuf::from(dir));
+        }
+        Ok(())
+    });
+    match applied {
+        Ok(()) => {}
+        Err(InitRefusal::ResetNotAuthorized) => {
+            return json_error(
+                StatusCode::UNAUTHORIZED,
+                "access token reset not authorized: an access token is set; send it as accessToken in the body (or in X-Access-Token to change it)",
+            );
+        }
+        Err(InitRefusal::Mismatch) => {
+            return json_error(
+                StatusCode::UNAUTHORIZED,
+                "access token validation failed: the body's accessToken is not the current token",
+            );
+        }
     }
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::NO_CONTENT;
@@ -122,4 +237,23 @@ async fn init(
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_rules() {
+        use InitRefusal::*;
+        assert_eq!(init_allowed(None, None, false), Ok(()));
+        assert_eq!(init_allowed(None, Some("a"), false), Ok(()));
+        assert_eq!(init_allowed(Some("a"), Some("a"), false), Ok(()));
+        assert_eq!(
+            init_allowed(Some("a"), None, false),
+            Err(ResetNotAuthorized)
+        );
+        assert_eq!(init_allowed(Some("a"), Some("b"), false), Err(Mismatch));
+        assert_eq!(init_allowed(Some("a"), Some("b"), true), Ok(()));
+    }
 }

@@ -1,0 +1,402 @@
+//! The daemon's HTTP surface under attack: `/files/compose` and signatures, browsers (CORS,
+//! `Origin`, DNS rebinding), `/init`'s token rules, the non-loopback start check, connection
+//! hygiene (header timeout, connection cap) and handler panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use e2b_test_support::{spawn_envd, spawn_envd_open, spawn_envd_with};
+use serde_json::json;
+use sha2::Digest as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+fn sign(path: &str, op: &str, user: &str, token: &str) -> String {
+    let s = format!("{path}:{op}:{user}:{token}");
+    format!(
+        "v1_{}",
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(sha2::Sha256::digest(s.as_bytes()))
+    )
+}
+
+async fn message(r: reqwest::Response) -> String {
+    let v: serde_json::Value = r.json().await.unwrap();
+    v["message"].as_str().unwrap_or_default().to_string()
+}
+
+/// A signed upload URL for one file must not let its holder compose (read, write, delete)
+/// other files: compose needs the access token, and query/body disagreements are refused.
+#[tokio::test]
+async fn compose_is_not_reachable_with_a_signed_upload_url() {
+    let envd = spawn_envd().await;
+    let token = envd.access_token().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let secret = format!("{d}/secret");
+    std::fs::write(&secret, "do not read").unwrap();
+    let signed_path = format!("{d}/upload.txt");
+    let sig = sign(&signed_path, "write", "", &token);
+    let http = reqwest::Client::new();
+    let evil = json!({"source_paths": [secret], "destination": format!("{d}/stolen")});
+    let r = http
+        .post(format!("{}/files/compose", envd.url()))
+        .query(&[("path", signed_path.as_str()), ("signature", sig.as_str())])
+        .json(&evil)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401, "a signature must not authorise compose");
+    assert!(std::path::Path::new(&secret).exists());
+    assert!(!std::path::Path::new(&format!("{d}/stolen")).exists());
+
+    // With the token, the query may not contradict the body.
+    let r = http
+        .post(format!("{}/files/compose", envd.url()))
+        .header("x-access-token", &token)
+        .query(&[("path", signed_path.as_str())])
+        .json(&evil)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(
+        message(r)
+            .await
+            .contains("differs from the body's destination")
+    );
+    let r = http
+        .post(format!("{}/files/compose", envd.url()))
+        .header("x-access-token", &token)
+        .query(&[("username", "root")])
+        .json(&json!({"source_paths": [format!("{d}/secret")], "destination": format!("{d}/x"), "username": "nobody"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(std::path::Path::new(&secret).exists());
+
+    // Only JSON, and a bounded body.
+    let r = http
+        .post(format!("{}/files/compose", envd.url()))
+        .header("x-access-token", &token)
+        .header("content-type", "text/plain")
+        .body(evil.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 415);
+    let huge = format!(
+        "{{\"destination\":\"x\",\"source_paths\":[\"{}\"]}}",
+        "a".repeat(2 << 20)
+    );
+    let r = http
+        .post(format!("{}/files/compose", envd.url()))
+        .header("x-access-token", &token)
+        .header("content-type", "application/json")
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+}
+
+/// A web page's request carries its `Origin`: refused unless configured, on every route,
+/// preflights included; no CORS headers are given by default.
+#[tokio::test]
+async fn token_less_daemon_refuses_foreign_origins() {
+    let envd = spawn_envd_open().await;
+    let http = reqwest::Client::new();
+    let f = envd.workdir().join("id_rsa");
+    std::fs::write(&f, "PRIVATE").unwrap();
+    let r = http
+        .get(format!("{}/files", envd.url()))
+        .query(&[("path", f.to_str().unwrap())])
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+    assert!(message(r).await.contains("--allow-origin"));
+    let r = http
+        .request(
+            reqwest::Method::OPTIONS,
+            format!("{}/process.Process/Start", envd.url()),
+        )
+        .header("origin", "https://evil.example")
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "content-type")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+    let r = http
+        .post(format!("{}/process.Process/List", envd.url()))
+        .header("origin", "null")
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    // Without an Origin (SDKs, curl) it works.
+    let r = http
+        .get(format!("{}/files", envd.url()))
+        .query(&[("path", f.to_str().unwrap())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+#[tokio::test]
+async fn configured_origin_gets_cors() {
+    let envd = spawn_envd_with(|mut c| {
+        c.access_token = None;
+        c.with_allowed_origin("http://app.local:3000")
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let r = http
+        .request(
+            reqwest::Method::OPTIONS,
+            format!("{}/process.Process/List", envd.url()),
+        )
+        .header("origin", "http://app.local:3000")
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "http://app.local:3000"
+    );
+    let r = http
+        .get(format!("{}/health", envd.url()))
+        .header("origin", "http://other.local:3000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+}
+
+/// DNS rebinding: the browser sends the attacker's name in `Host`.
+#[tokio::test]
+async fn foreign_host_is_refused() {
+    let envd = spawn_envd_with(|mut c| {
+        c.access_token = None;
+        c.with_allowed_host("*.sbx.test")
+    })
+    .await;
+    let http = reqwest::Client::new();
+    for (host, want) in [
+        ("rebind.evil.example", 403),
+        ("rebind.evil.example:49983", 403),
+        ("sbx.test", 403),
+        ("localhost:1", 200),
+        ("127.0.0.1", 200),
+        ("[::1]:49983", 200),
+        ("49983-abc.sbx.test", 200),
+    ] {
+        let r = http
+            .get(format!("{}/envs", envd.url()))
+            .header("host", host)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), want, "Host: {host}");
+    }
+}
+
+/// envd's `/init` rules: JSON only, and once a token is set it may be changed only by a caller
+/// that knows it.
+#[tokio::test]
+async fn init_follows_envds_token_rules() {
+    let envd = spawn_envd_open().await;
+    let http = reqwest::Client::new();
+    let url = format!("{}/init", envd.url());
+    // A browser's "simple" request (text/plain) cannot lock the owner out.
+    let r = http
+        .post(&url)
+        .header("content-type", "text/plain")
+        .body(r#"{"accessToken":"attacker"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 415);
+    assert_eq!(envd.access_token(), None);
+    // First-time setup.
+    let r = http
+        .post(&url)
+        .json(&json!({"accessToken": "t1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert_eq!(envd.access_token().as_deref(), Some("t1"));
+    // No token in the body: no reset.
+    let r = http.post(&url).json(&json!({})).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(message(r).await.contains("reset not authorized"));
+    // Another token: refused.
+    let r = http
+        .post(&url)
+        .json(&json!({"accessToken": "t2", "envVars": {"X": "1"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(message(r).await.contains("validation failed"));
+    assert_eq!(envd.access_token().as_deref(), Some("t1"));
+    // The same token: allowed (envd re-initialises with it).
+    let r = http
+        .post(&url)
+        .json(&json!({"accessToken": "t1", "envVars": {"X": "1"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    // The header authorises a change.
+    let r = http
+        .post(&url)
+        .header("x-access-token", "t1")
+        .json(&json!({"accessToken": "t2"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert_eq!(envd.access_token().as_deref(), Some("t2"));
+}
+
+#[tokio::test]
+async fn non_loopback_bind_needs_a_token() {
+    let config = e2b_envd::EnvdConfig::ephemeral().with_bind("0.0.0.0:0".parse().unwrap());
+    let err = e2b_envd::Envd::start(config.clone()).await.unwrap_err();
+    assert!(err.to_string().contains("--insecure-no-token"), "{err}");
+    let with_token = e2b_envd::Envd::start(config.clone().with_access_token("t"))
+        .await
+        .unwrap();
+    with_token.shutdown().await;
+    let mut insecure = config;
+    insecure.insecure_no_token = true;
+    let h = e2b_envd::Envd::start(insecure).await.unwrap();
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn access_token_file_is_read() {
+    use clap::Parser as _;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: e2b_envd::EnvdArgs,
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("token");
+    std::fs::write(&p, "from-file\n").unwrap();
+    let cli = Cli::try_parse_from(["x", "--access-token-file", p.to_str().unwrap()]).unwrap();
+    let config = cli.args.resolve_config().unwrap();
+    assert_eq!(config.access_token.as_deref(), Some("from-file"));
+    let cli = Cli::try_parse_from(["x", "--access-token-file", "/nonexistent/token"]).unwrap();
+    assert!(cli.args.resolve_config().is_err());
+    assert!(Cli::try_parse_from(["x", "--access-token-file", "f", "--access-token", "t"]).is_err());
+}
+
+/// Sends `raw` on a new connection and reads until the daemon closes it; returns what it
+/// answered. The guard timeout only catches a hang.
+async fn read_until_closed(addr: std::net::SocketAddr, raw: &[u8]) -> Vec<u8> {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(raw).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), s.read_to_end(&mut out))
+        .await
+        .expect("the daemon kept a half-sent request open (no header timeout)")
+        .ok();
+    out
+}
+
+#[tokio::test]
+async fn half_sent_request_is_closed_after_the_header_timeout() {
+    let envd = spawn_envd_with(|c| c.with_header_read_timeout(Duration::from_millis(500))).await;
+    // Headers never finished.
+    read_until_closed(
+        envd.addr(),
+        b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: ",
+    )
+    .await;
+    // Nothing sent at all.
+    read_until_closed(envd.addr(), b"").await;
+    // Part of the HTTP/2 preface.
+    read_until_closed(envd.addr(), b"PRI * HTTP/2.0\r\n").await;
+    let r = reqwest::get(format!("{}/health", envd.url()))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+}
+
+#[tokio::test]
+async fn connections_beyond_the_cap_wait() {
+    let envd = spawn_envd_with(|c| c.with_max_connections(1)).await;
+    let req = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let mut first = tokio::net::TcpStream::connect(envd.addr()).await.unwrap();
+    first.write_all(req).await.unwrap();
+    let mut buf = [0u8; 512];
+    let n = first.read(&mut buf).await.unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 204"));
+    // The first connection stays open: the second waits.
+    let mut second = tokio::net::TcpStream::connect(envd.addr()).await.unwrap();
+    second.write_all(req).await.unwrap();
+    let early = tokio::time::timeout(Duration::from_millis(700), second.read(&mut buf)).await;
+    assert!(
+        early.is_err(),
+        "a connection beyond the cap was served at once"
+    );
+    drop(first);
+    let n = tokio::time::timeout(Duration::from_secs(30), second.read(&mut buf))
+        .await
+        .expect("the waiting connection was never served")
+        .unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 204"));
+}
+
+#[tokio::test]
+async fn a_panicking_handler_answers_500_and_the_daemon_keeps_serving() {
+    let envd = spawn_envd_with(|mut c| {
+        c.debug_panic_route = true;
+        c
+    })
+    .await;
+    let token = envd.access_token().unwrap();
+    let http = reqwest::Client::new();
+    for _ in 0..3 {
+        let r = http
+            .get(format!("{}/__envd_test/panic", envd.url()))
+            .header("x-access-token", &token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.status(),
+            500,
+            "the panic route answers 500 (it exists in debug builds only)"
+        );
+        assert!(message(r).await.contains("panicked"));
+    }
+    // gRPC clients get `internal`.
+    let r = http
+        .post(format!("{}/__envd_test/panic", envd.url()))
+        .header("x-access-token", &token)
+        .header("content-type", "application/grpc-web+proto")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["grpc-status"], "13");
+    let r = http
+        .get(format!("{}/health", envd.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+}

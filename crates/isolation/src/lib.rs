@@ -1,0 +1,603 @@
+//! Linux isolation for local E2B-style sandboxes.
+//!
+//! [`IsolatedSandbox::spawn`] runs a program (envd, in this project) as the root of a fresh
+//! set of namespaces — user, mount, PID, UTS (hostname = sandbox id), IPC, cgroup and network —
+//! on a root filesystem built from a [`Template`], under a small reaping init, inside its own
+//! cgroup (memory, pids, CPU, freezer). Whatever runs in the sandbox sees only the sandbox:
+//! its own `/`, its own processes, its own loopback.
+//!
+//! The program runs as root *of the sandbox's user namespace* (a range of 65,536 host ids that
+//! belongs to no host account), so it can switch to the sandbox's `user` (uid 1000, home
+//! `/home/user`, passwordless `sudo` as on E2B's base template) without being root on the host.
+//!
+//! # Using it
+//!
+//! The sandbox is built by a re-execution of the current binary; call [`run_if_child`] first
+//! thing in `main`, before any thread (tokio runtime) starts:
+//!
+//! ```no_run
+//! # #![allow(clippy::needless_doctest_main)]
+//! fn main() {
+//!     e2b_isolation::run_if_child();
+//!     // … start tokio, parse flags …
+//!     let spec = e2b_isolation::SandboxSpec::new("sbx-1")
+//!         .with_network(e2b_isolation::Network::None);
+//!     let mut sandbox = e2b_isolation::IsolatedSandbox::spawn(
+//!         &spec,
+//!         std::path::Path::new("/usr/bin/sleep"),
+//!         &["sleep".to_string(), "30".to_string()],
+//!         &[],
+//!     )?;
+//!     sandbox.freeze()?; // pause
+//!     sandbox.thaw()?; // resume
+//!     sandbox.kill()?; // every process, setsid or not
+//!     # Ok::<(), e2b_isolation::IsolationError>(())
+//! }
+//! ```
+//!
+//! See `docs/isolation.md` for the threat model and what each layer guarantees.
+
+mod cgroup;
+mod child;
+mod spec;
+mod sys;
+
+use std::ffi::OsStr;
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock, mpsc};
+
+pub use spec::{Network, SANDBOX_USER_ID, SandboxSpec, Template};
+
+use crate::cgroup::Cgroup;
+use crate::spec::{ChildSpec, ID_COUNT, Nat};
+
+/// The hidden first argument that makes [`run_if_child`] build a sandbox.
+pub const CHILD_ARG: &str = "__e2b-isolation-child";
+
+/// Errors of this crate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IsolationError {
+    /// The host lacks something isolation needs.
+    #[error(
+        "{what} is not available: {reason} (run without isolation: --isolation none / --isolate off)"
+    )]
+    Unsupported {
+        /// The missing feature.
+        what: &'static str,
+        /// Why, and what to install or enable.
+        reason: String,
+    },
+    /// The spec is invalid.
+    #[error("invalid sandbox spec: {0}")]
+    Spec(String),
+    /// Setting the sandbox up failed (the message comes from inside the setup).
+    #[error("the sandbox could not be started: {0}")]
+    Setup(String),
+    /// A cgroup operation failed.
+    #[error("cgroup: {message}")]
+    Cgroup {
+        /// What failed.
+        message: String,
+    },
+    /// An I/O error talking to the sandbox's processes.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// Builds the sandbox when this process is the re-executed child of
+/// [`IsolatedSandbox::spawn`] (and then never returns); returns immediately otherwise.
+///
+/// Call it first thing in `main`, before any other thread exists: the child must be
+/// single-threaded to enter namespaces.
+pub fn run_if_child() {
+    let mut args = std::env::args_os();
+    let _ = args.next();
+    if args.next().as_deref() != Some(OsStr::new(CHILD_ARG)) {
+        return;
+    }
+    let spec: Option<ChildSpec> = args
+        .next()
+        .and_then(|a| serde_json::from_str(&a.to_string_lossy()).ok());
+    let Some(spec) = spec else {
+        eprintln!("e2b-isolation: internal error: the sandbox description is missing or invalid");
+        std::process::exit(125);
+    };
+    std::process::exit(child::stage1(spec));
+}
+
+/// What this machine offers for isolation (see [`probe`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Probe {
+    /// Running as root (ranges of ids can be mapped only by root).
+    pub root: bool,
+    /// The kernel has user namespaces enabled (`user.max_user_namespaces` > 0).
+    pub user_namespaces: bool,
+    /// cgroup layout: `"v1"`, `"v2"` or `"none"`.
+    pub cgroups: &'static str,
+    /// Path of `slirp4netns`, if installed.
+    pub slirp4netns: Option<PathBuf>,
+    /// Path of `pasta` (package `passt`), if installed.
+    pub pasta: Option<PathBuf>,
+    /// Kernel release.
+    pub kernel: String,
+}
+
+impl Probe {
+    /// `Err` naming what is missing to start a sandbox with `network`.
+    pub fn check(&self, network: Network) -> Result<(), IsolationError> {
+        if !self.root {
+            return Err(IsolationError::Unsupported {
+                what: "isolation",
+                reason: "the sandbox supervisor must run as root (it maps a range of host ids \
+                         into each sandbox)"
+                    .into(),
+            });
+        }
+        if !self.user_namespaces {
+            return Err(IsolationError::Unsupported {
+                what: "user namespaces",
+                reason: "the kernel has them disabled (sysctl user.max_user_namespaces is 0)"
+                    .into(),
+            });
+        }
+        if network == Network::Internet && self.slirp4netns.is_none() && self.pasta.is_none() {
+            return Err(IsolationError::Unsupported {
+                what: "--network internet",
+                reason: "no user-mode NAT helper is installed: install the `slirp4netns` or \
+                         `passt` package, or use --network none"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/sbin")])
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Reports which isolation features this machine has.
+pub fn probe() -> Probe {
+    // SAFETY: plain getter.
+    let root = unsafe { libc::geteuid() } == 0;
+    let user_namespaces = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .is_some_and(|n| n > 0)
+        && Path::new("/proc/self/ns/user").exists();
+    let cgroups = match cgroup::layout() {
+        cgroup::Layout::V1 => "v1",
+        cgroup::Layout::V2 => "v2",
+        cgroup::Layout::None => "none",
+    };
+    Probe {
+        root,
+        user_namespaces,
+        cgroups,
+        slirp4netns: which("slirp4netns"),
+        pasta: which("pasta"),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+    }
+}
+
+/// Which limits a sandbox got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// `"v1"`, `"v2"`, or `"none"` (no cgroup could be created: only per-process rlimits).
+    pub cgroup: &'static str,
+    /// Enforced controllers (`memory`, `pids`, `cpu`, `freezer`).
+    pub enforced: Vec<&'static str>,
+    /// A human-readable note when limits are weaker than asked (else `None`).
+    pub note: Option<String>,
+}
+
+/// Resource usage of a sandbox (from its cgroup; `None` where unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Memory in use, in bytes (includes its in-memory filesystem).
+    pub memory_bytes: Option<u64>,
+    /// CPU time used, in nanoseconds.
+    pub cpu_ns: Option<u64>,
+    /// Processes and threads.
+    pub tasks: Option<u64>,
+    /// Processes killed for exceeding the memory limit.
+    pub oom_kills: Option<u64>,
+}
+
+type SpawnJob = (Command, mpsc::Sender<std::io::Result<Child>>);
+
+/// Spawns from one long-lived thread: `PR_SET_PDEATHSIG` fires when the *thread* that forked a
+/// child exits, so spawning from a short-lived thread (a tokio blocking-pool thread) would
+/// kill the sandbox with it.
+fn spawner() -> Result<mpsc::Sender<SpawnJob>, IsolationError> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
+    let m = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnJob>();
+        let _ = std::thread::Builder::new()
+            .name("e2b-isolation-spawner".into())
+            .spawn(move || {
+                while let Ok((mut cmd, reply)) = rx.recv() {
+                    let _ = reply.send(cmd.spawn());
+                }
+            });
+        Mutex::new(tx)
+    });
+    m.lock()
+        .map(|tx| tx.clone())
+        .map_err(|_| IsolationError::Setup("the spawner thread's lock is poisoned".into()))
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 63
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// A first host id for a sandbox's range: 2^30 + n × 65,536 (n < 16,384), above the
+/// `/etc/subuid` ranges tools allocate by default (100,000 onwards) and below 2^31.
+fn uid_base() -> u32 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let slot = (std::process::id().wrapping_mul(7919).wrapping_add(n)) % 16_384;
+    (1u32 << 30) + slot * ID_COUNT
+}
+
+/// A running sandbox. Dropping it kills every process in it and removes its cgroup.
+#[derive(Debug)]
+pub struct IsolatedSandbox {
+    id: String,
+    child: Child,
+    cgroup: Option<Cgroup>,
+    limits: Limits,
+    status: Option<ExitStatus>,
+    uid_base: u32,
+}
+
+impl IsolatedSandbox {
+    /// Starts `program` with `args` (`args[0]` is its `argv[0]`) as root of a new sandbox
+    /// described by `spec`. The descriptors in `keep_fds` (for example a listening socket)
+    /// are inherited under the same numbers; the program's stdin is `/dev/null`, its stdout
+    /// and stderr are this process's.
+    ///
+    /// Blocks until the program has been executed inside the sandbox (a few milliseconds); in
+    /// async code call it from `spawn_blocking`. Needs [`run_if_child`] at the start of `main`.
+    ///
+    /// # Errors
+    ///
+    /// [`IsolationError::Unsupported`] when the machine lacks a feature (message names it and
+    /// the package or sysctl), [`IsolationError::Setup`] with the reason when building the
+    /// sandbox failed, [`IsolationError::Spec`] for an invalid id.
+    pub fn spawn(
+        spec: &SandboxSpec,
+        program: &Path,
+        args: &[String],
+        keep_fds: &[RawFd],
+    ) -> Result<Self, IsolationError> {
+        if !valid_id(&spec.id) {
+            return Err(IsolationError::Spec(format!(
+                "sandbox id {:?} must be 1-63 letters, digits, '-', '_' or '.'",
+                spec.id
+            )));
+        }
+        let probe = probe();
+        probe.check(spec.network)?;
+        let nat = match spec.network {
+            Network::Internet => probe
+                .slirp4netns
+                .clone()
+                .map(Nat::Slirp4netns)
+                .or(probe.pasta.clone().map(Nat::Pasta)),
+            _ => None,
+        };
+        let cg_name = format!("e2b-{}-{}", spec.id, uid_base() >> 16);
+        let cgroup = Cgroup::create(&cg_name, spec.memory_mb, spec.pids_max, spec.cpu_count)?;
+        let limits = match &cgroup {
+            Some(cg) => Limits {
+                cgroup: if cgroup::layout() == cgroup::Layout::V2 {
+                    "v2"
+                } else {
+                    "v1"
+                },
+                enforced: cg.enforced.clone(),
+                note: (!cg.enforced.contains(&"memory") || !cg.enforced.contains(&"pids")).then(
+                    || {
+                        format!(
+                            "only {} limits could be set on this host's cgroups",
+                            cg.enforced.join(", ")
+                        )
+                    },
+                ),
+            },
+            None => Limits {
+                cgroup: "none",
+                enforced: Vec::new(),
+                note: Some(
+                    "no cgroup could be created: memory is limited per process (RLIMIT_AS), \
+                     process count and CPU are not limited, pause/resume is unavailable"
+                        .into(),
+                ),
+            },
+        };
+        if let Some(note) = &limits.note {
+            tracing::warn!(sandbox = %spec.id, "{note}");
+        }
+        let program = program
+            .canonicalize()
+            .map_err(|source| IsolationError::Io {
+                context: "resolve the sandbox's program",
+                source,
+            })?;
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: room for two fds.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
+            return Err(IsolationError::Io {
+                context: "create the status pipe",
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        // SAFETY: both fds are new.
+        let (status_r, status_w) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let uid_base = uid_base();
+        let child_spec = ChildSpec {
+            id: spec.id.clone(),
+            uid_base,
+            network: spec.network,
+            nat,
+            template: spec.template.clone(),
+            program,
+            argv: args.to_vec(),
+            env: spec.env.clone(),
+            keep_fds: keep_fds.to_vec(),
+            status_fd: status_w.as_raw_fd(),
+            cgroup_procs: cgroup.as_ref().map(|c| c.procs_files()).unwrap_or_default(),
+            writable_mb: spec.writable_mb.unwrap_or(spec.memory_mb),
+            rlimit_as: cgroup
+                .is_none()
+                .then(|| spec.memory_mb.saturating_mul(1024 * 1024)),
+        };
+        let json = serde_json::to_string(&child_spec)
+            .map_err(|e| IsolationError::Spec(format!("serialize: {e}")))?;
+        let exe = std::env::current_exe().map_err(|source| IsolationError::Io {
+            context: "find the current executable",
+            source,
+        })?;
+        let mut cmd = Command::new(exe);
+        cmd.arg(CHILD_ARG)
+            .arg(json)
+            .stdin(std::process::Stdio::null());
+        let mut inherit: Vec<RawFd> = keep_fds.to_vec();
+        inherit.push(status_w.as_raw_fd());
+        // SAFETY: the closure only calls async-signal-safe functions (fcntl, prctl) on data
+        // prepared before the fork; it does not allocate.
+        unsafe {
+            cmd.pre_exec(move || {
+                for fd in &inherit {
+                    if libc::fcntl(*fd, libc::F_SETFD, 0) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                );
+                Ok(())
+            });
+        }
+        let (tx, rx) = mpsc::channel();
+        spawner()?
+            .send((cmd, tx))
+            .map_err(|_| IsolationError::Setup("the spawner thread is gone".into()))?;
+        let child = rx
+            .recv()
+            .map_err(|_| IsolationError::Setup("the spawner thread is gone".into()))?
+            .map_err(|source| IsolationError::Io {
+                context: "start the sandbox's setup process",
+                source,
+            })?;
+        drop(status_w);
+        let mut sandbox = IsolatedSandbox {
+            id: spec.id.clone(),
+            child,
+            cgroup,
+            limits,
+            status: None,
+            uid_base,
+        };
+        // EOF without a message: the program was executed.
+        let mut msg = Vec::new();
+        let mut file = std::fs::File::from(status_r);
+        use std::io::Read as _;
+        let _ = (&mut file).take(64 * 1024).read_to_end(&mut msg);
+        if !msg.is_empty() {
+            let _ = sandbox.kill();
+            return Err(IsolationError::Setup(
+                String::from_utf8_lossy(&msg).into_owned(),
+            ));
+        }
+        Ok(sandbox)
+    }
+
+    /// The sandbox id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Host pid of the sandbox's outermost process (it forwards signals to the program).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The first host uid of the sandbox's id range (sandbox uid `n` is host uid
+    /// `uid_base + n`).
+    pub fn uid_base(&self) -> u32 {
+        self.uid_base
+    }
+
+    /// The limits this sandbox got.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Sends `signal` to the program (forwarded through the sandbox's init).
+    ///
+    /// # Errors
+    ///
+    /// [`IsolationError::Io`] when the sandbox has exited.
+    pub fn signal(&self, signal: i32) -> Result<(), IsolationError> {
+        // SAFETY: plain kill.
+        if unsafe { libc::kill(self.child.id() as libc::pid_t, signal) } == -1 {
+            return Err(IsolationError::Io {
+                context: "signal the sandbox",
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Pauses every process of the sandbox (cgroup freezer).
+    ///
+    /// # Errors
+    ///
+    /// [`IsolationError::Unsupported`] without a freezer cgroup; [`IsolationError::Cgroup`].
+    pub fn freeze(&self) -> Result<(), IsolationError> {
+        self.cgroup_ref("pause/resume")?.freeze()
+    }
+
+    /// Resumes a paused sandbox.
+    ///
+    /// # Errors
+    ///
+    /// As [`freeze`](Self::freeze).
+    pub fn thaw(&self) -> Result<(), IsolationError> {
+        self.cgroup_ref("pause/resume")?.thaw()
+    }
+
+    fn cgroup_ref(&self, what: &'static str) -> Result<&Cgroup, IsolationError> {
+        self.cgroup.as_ref().ok_or(IsolationError::Unsupported {
+            what,
+            reason: "no cgroup could be created for this sandbox".into(),
+        })
+    }
+
+    /// Resource usage from the sandbox's cgroup.
+    pub fn stats(&self) -> Stats {
+        match &self.cgroup {
+            Some(cg) => {
+                let (memory_bytes, cpu_ns, tasks) = cg.stats();
+                Stats {
+                    memory_bytes,
+                    cpu_ns,
+                    tasks,
+                    oom_kills: cg.memory_events(),
+                }
+            }
+            None => Stats::default(),
+        }
+    }
+
+    /// Kills every process of the sandbox (`setsid` or double-forked ones too) and waits for
+    /// the outermost one.
+    ///
+    /// # Errors
+    ///
+    /// [`IsolationError::Io`] if waiting fails.
+    pub fn kill(&mut self) -> Result<ExitStatus, IsolationError> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        if let Some(cg) = &self.cgroup {
+            cg.kill_all();
+        }
+        let _ = self.child.kill();
+        self.wait()
+    }
+
+    /// Waits for the sandbox's program to exit (its exit code is the sandbox's), then removes
+    /// the cgroup. Blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`IsolationError::Io`] if waiting fails.
+    pub fn wait(&mut self) -> Result<ExitStatus, IsolationError> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        let status = self.child.wait().map_err(|source| IsolationError::Io {
+            context: "wait for the sandbox",
+            source,
+        })?;
+        self.finish(status);
+        Ok(status)
+    }
+
+    /// Like [`wait`](Self::wait) without blocking: `None` while the sandbox runs.
+    ///
+    /// # Errors
+    ///
+    /// [`IsolationError::Io`] if waiting fails.
+    pub fn try_wait(&mut self) -> Result<Option<ExitStatus>, IsolationError> {
+        if let Some(status) = self.status {
+            return Ok(Some(status));
+        }
+        match self.child.try_wait() {
+            Ok(Some(status)) => {
+                self.finish(status);
+                Ok(Some(status))
+            }
+            Ok(None) => Ok(None),
+            Err(source) => Err(IsolationError::Io {
+                context: "wait for the sandbox",
+                source,
+            }),
+        }
+    }
+
+    fn finish(&mut self, status: ExitStatus) {
+        self.status = Some(status);
+        if let Some(cg) = &self.cgroup {
+            // Helpers (the NAT process) may still be on their way out.
+            cg.kill_all();
+            cg.remove();
+        }
+    }
+
+    /// The exit code a shell would report for the sandbox's status.
+    pub fn exit_code(status: ExitStatus) -> i32 {
+        status
+            .code()
+            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+    }
+}
+
+impl Drop for IsolatedSandbox {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            let _ = self.kill();
+        }
+    }
+}

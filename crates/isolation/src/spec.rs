@@ -1,0 +1,183 @@
+//! What a sandbox is made of: the public [`SandboxSpec`] and the internal description the
+//! re-executed child receives.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The sandbox's network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
+pub enum Network {
+    /// Its own network namespace with only a loopback interface: no traffic leaves it.
+    None,
+    /// Its own network namespace with outbound access through a user-mode NAT helper
+    /// (`slirp4netns` or `pasta`) that cannot reach the host's loopback. E2B's default
+    /// (`allow_internet_access` is true there).
+    #[default]
+    Internet,
+    /// The host's network namespace, shared (explicit; the sandbox can reach every host port).
+    Host,
+}
+
+impl std::str::FromStr for Network {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" => Ok(Self::None),
+            "internet" => Ok(Self::Internet),
+            "host" => Ok(Self::Host),
+            other => Err(format!(
+                "unknown network {other:?}: expected none, internet or host"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Network {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::None => "none",
+            Self::Internet => "internet",
+            Self::Host => "host",
+        })
+    }
+}
+
+/// Where the sandbox's root filesystem comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
+pub enum Template {
+    /// The host's system directories (`/usr` and the `/bin`, `/lib*`, `/sbin` next to it)
+    /// read-only, the host's `/etc` read-only with the sandbox's own `passwd`, `group`,
+    /// `shadow`, `sudoers`, `hosts`, `hostname` and `resolv.conf` over it, and a private
+    /// writable `/home/user`, `/tmp`, `/root`, `/run` and `/var/tmp`.
+    #[default]
+    Base,
+    /// A root filesystem directory (for example a `docker export` unpacked by
+    /// [`unpack_tarball`](crate::unpack_tarball)), shared read-only; each sandbox writes to its own
+    /// overlay layer.
+    Dir(PathBuf),
+}
+
+impl std::str::FromStr for Template {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "base" {
+            Ok(Self::Base)
+        } else if s.is_empty() {
+            Err("empty template: expected base or a directory".into())
+        } else {
+            Ok(Self::Dir(PathBuf::from(s)))
+        }
+    }
+}
+
+/// Everything that describes one sandbox. Build it with [`SandboxSpec::new`] and the `with_*`
+/// methods; the struct is `#[non_exhaustive]` so fields can be added.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SandboxSpec {
+    /// The sandbox id: its hostname, and part of its cgroup's name. Letters, digits, `-`, `_`
+    /// and `.`, at most 63 bytes.
+    pub id: String,
+    /// The network (default [`Network::Internet`]).
+    pub network: Network,
+    /// The root filesystem (default [`Template::Base`]).
+    pub template: Template,
+    /// Memory limit in MiB (default 2048), for the whole sandbox (cgroup), including its
+    /// writable filesystem, which lives in memory.
+    pub memory_mb: u64,
+    /// CPU limit in CPUs (default: none).
+    pub cpu_count: Option<f64>,
+    /// Limit on processes and threads (default 1024).
+    pub pids_max: u64,
+    /// Size of the writable in-memory filesystem (`/home/user`, `/tmp`, …) in MiB. Default:
+    /// the memory limit.
+    pub writable_mb: Option<u64>,
+    /// Extra environment of the program (in addition to `PATH`, `HOME=/root`, `HOSTNAME`).
+    pub env: Vec<(String, String)>,
+}
+
+impl SandboxSpec {
+    /// A sandbox with this id and the defaults (internet, base template, 2 GiB, 1024 pids).
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            network: Network::default(),
+            template: Template::default(),
+            memory_mb: 2048,
+            cpu_count: None,
+            pids_max: 1024,
+            writable_mb: None,
+            env: Vec::new(),
+        }
+    }
+
+    /// Sets [`network`](Self::network).
+    pub fn with_network(mut self, network: Network) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// Sets [`template`](Self::template).
+    pub fn with_template(mut self, template: Template) -> Self {
+        self.template = template;
+        self
+    }
+
+    /// Sets [`memory_mb`](Self::memory_mb).
+    pub fn with_memory_mb(mut self, mb: u64) -> Self {
+        self.memory_mb = mb;
+        self
+    }
+
+    /// Sets [`cpu_count`](Self::cpu_count).
+    pub fn with_cpu_count(mut self, cpus: Option<f64>) -> Self {
+        self.cpu_count = cpus;
+        self
+    }
+
+    /// Sets [`pids_max`](Self::pids_max).
+    pub fn with_pids_max(mut self, max: u64) -> Self {
+        self.pids_max = max;
+        self
+    }
+
+    /// Adds an environment variable for the program.
+    pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+}
+
+/// Which user-mode NAT helper gives the sandbox its outbound network.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub(crate) enum Nat {
+    Slirp4netns(PathBuf),
+    Pasta(PathBuf),
+}
+
+/// What the re-executed child needs (serialized as JSON on its command line).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ChildSpec {
+    pub id: String,
+    pub uid_base: u32,
+    pub network: Network,
+    pub nat: Option<Nat>,
+    pub template: Template,
+    pub program: PathBuf,
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub keep_fds: Vec<i32>,
+    pub status_fd: i32,
+    pub cgroup_procs: Vec<PathBuf>,
+    pub writable_mb: u64,
+    /// When no cgroup limits memory: `RLIMIT_AS` in bytes for every process.
+    pub rlimit_as: Option<u64>,
+}
+
+/// Number of ids mapped into each sandbox's user namespace (0..65536 inside).
+pub(crate) const ID_COUNT: u32 = 65536;
+/// The uid/gid of `user` inside the sandbox.
+pub const SANDBOX_USER_ID: u32 = 1000;
