@@ -38,7 +38,20 @@ class Contract:
         self.defs = {k: _to_json_schema(v) for k, v in spec["components"]["schemas"].items()}
         self.responses = spec["components"].get("responses", {})
 
+    # The pinned SDK (e2b 2.63) calls two endpoints newer than the vendored document (pinned by
+    # E2B's spec/infra-ref): they answer the same `Sandbox` body as their v1 forms.
+    NEWER = {
+        ("POST", "/v2/sandboxes"): "/sandboxes",
+        ("POST", "/v2/sandboxes/{id}/connect"): "/sandboxes/{id}/connect",
+    }
+
     def _schema_for(self, method: str, path: str, status: int):
+        for (m, newer), older in self.NEWER.items():
+            found = re.match("^" + newer.replace("{id}", "([^/]+)") + "$", path)
+            documented = method.lower() in self.spec["paths"].get(newer.replace("{id}", "{sandboxID}"), {})
+            if m == method.upper() and found and not documented:
+                path = older.replace("{id}", found.group(1)) if found.groups() else older
+                break
         for template, item in self.spec["paths"].items():
             pattern = "^" + re.sub(r"\{[^}]+\}", "[^/]+", template) + "$"
             if not re.match(pattern, path):

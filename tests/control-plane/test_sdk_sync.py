@@ -50,6 +50,9 @@ def test_create_run_files_info_kill(validate_api_responses):
     assert Sandbox.kill(sbx.sandbox_id) is False
     with pytest.raises(NotFoundException):
         Sandbox.get_info(sbx.sandbox_id)
+    # The contract fixture saw (and validated) the API calls.
+    seen = {(m, s) for m, _, s in validate_api_responses}
+    assert ("POST", 201) in seen and ("DELETE", 204) in seen and ("GET", 404) in seen, seen
 
 
 def test_list_with_metadata_filter_and_pages():

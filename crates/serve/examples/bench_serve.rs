@@ -120,7 +120,11 @@ async fn main() {
     let n: usize = args.first().map(|s| s.parse().unwrap()).unwrap_or(100);
     let bytes = parse_size(args.get(1).map(String::as_str).unwrap_or("1G"));
     let bin = serve_bin();
-    assert!(bin.exists(), "missing {}: build it first (cargo build --release -p e2b-serve)", bin.display());
+    assert!(
+        bin.exists(),
+        "missing {}: build it first (cargo build --release -p e2b-serve)",
+        bin.display()
+    );
     let state = tempfile::tempdir().unwrap();
     let mut config = ServeConfig::ephemeral(KEY);
     config.state_dir = Some(state.path().to_path_buf());
@@ -239,5 +243,10 @@ async fn main() {
         );
     }
     serve.shutdown().await;
-    println!("load: {}", std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim());
+    println!(
+        "load: {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
 }

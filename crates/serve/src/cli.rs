@@ -50,6 +50,7 @@ pub struct ServeArgs {
 /// What a sandbox runs: not for people.
 #[derive(Debug, Clone, clap::Subcommand)]
 #[non_exhaustive]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum Internal {
     /// The shim between `e2b serve` and a sandbox's envd (see [`sandbox_init`](crate::sandbox_init)).
     #[command(hide = true)]
