@@ -120,7 +120,7 @@ def test_pause_and_resume_keep_processes():
     sbx = Sandbox.create(timeout=120)
     try:
         counter = f"/tmp/e2b-serve-py-counter-{sbx.sandbox_id}"
-        sbx.commands.run(f"i=0; while true; do i=$((i+1)); echo $i > {counter}; sleep 0.05; done", background=True, timeout=0)
+        sbx.commands.run(f"i=0; while true; do i=$((i+1)); echo $i > {counter}.tmp; mv {counter}.tmp {counter}; sleep 0.05; done", background=True, timeout=0)
         time.sleep(0.5)
         assert sbx.pause() is True
         assert not sbx.is_running()
