@@ -43,6 +43,7 @@ async fn async_main() -> ExitCode {
                 .await
                 .map_err(|e| e.to_string()),
         ),
+        Command::Serve(args) => ("serve", e2b_cli::serve(args).await),
         Command::ExecServer(args) => (
             "exec-server",
             e2b_exec_server::run(args)
