@@ -63,6 +63,11 @@ impl HeadTail {
         self.total
     }
 
+    /// The first bytes kept (everything when nothing was dropped and it fits the head).
+    pub(crate) fn head(&self) -> &[u8] {
+        &self.head
+    }
+
     /// Whether bytes were dropped.
     pub(crate) fn truncated(&self) -> bool {
         self.total > (self.head.len() + self.tail.len()) as u64

@@ -24,6 +24,7 @@
 
 mod error;
 mod local_io;
+mod range;
 mod types;
 mod watch;
 
@@ -38,6 +39,7 @@ use futures::{StreamExt as _, TryStreamExt as _};
 use sha2::Digest as _;
 
 pub use error::{FilesystemError, Result};
+pub use range::RangeRead;
 pub use types::{
     ByteStream, EntryInfo, EventType, FileType, FilesystemEvent, UrlOptions, WatchOptions,
     WriteData, WriteEntry, WriteInfo, WriteOptions,
