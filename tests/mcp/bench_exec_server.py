@@ -166,7 +166,7 @@ async def main() -> None:
             except Exception:
                 time.sleep(0.05)
         async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=None)) as http, streamable_http_client(
-            f"http://127.0.0.1:{port}/mcp", http_client=http, max_sse_event_size=None
+            f"http://127.0.0.1:{port}/mcp", http_client=http
         ) as (r, w), ClientSession(r, w) as s:
             await s.initialize()
             res = await transfer(s, proc.pid, "http")

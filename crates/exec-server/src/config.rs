@@ -74,8 +74,10 @@ pub struct ExecServerArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 3600.0)]
     pub max_timeout: f64,
 
-    /// Output kept per command (head and tail); more is dropped with a marker.
-    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024)]
+    /// Output kept per command (head and tail); more is dropped with a marker. The default
+    /// keeps a result under the 1 MiB SSE event limit of the official MCP Python SDK (text
+    /// that grows when escaped as JSON is cut further, with `truncated: true`).
+    #[arg(long, value_name = "BYTES", default_value_t = 512 * 1024)]
     pub max_output_bytes: usize,
 
     /// Largest chunk download_file returns in one call. The default keeps one result (base64,
@@ -140,7 +142,7 @@ impl Default for ExecServerArgs {
             legacy_text: false,
             default_timeout: 120.0,
             max_timeout: 3600.0,
-            max_output_bytes: 1024 * 1024,
+            max_output_bytes: 512 * 1024,
             max_chunk_bytes: DEFAULT_MAX_CHUNK_BYTES,
             file_timeout: 120.0,
             max_body_bytes: 64 * 1024 * 1024,

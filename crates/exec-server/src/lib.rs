@@ -158,6 +158,10 @@ impl ExecServerHandle {
 /// stdio client disconnects, or on Ctrl-C / SIGTERM for HTTP.
 pub async fn run(args: ExecServerArgs) -> Result<(), ExecServerError> {
     let addr = args.http_addr()?;
+    if let Some(a) = addr {
+        // Before the sandbox is opened: a refused exposure costs nothing.
+        args.check_exposure(a)?;
+    }
     let handle = ExecServerHandle::open(args).await?;
     match addr {
         None => handle.serve_stdio().await,

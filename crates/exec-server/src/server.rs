@@ -443,12 +443,16 @@ impl ExecServer {
     }
 
     fn compat_result(&self, o: compat::CompatOut) -> CallToolResult {
+        let (text, cut) = crate::output::fit_json(o.text, crate::output::MAX_RESULT_JSON_TEXT);
         let mut m = serde_json::Map::new();
         m.insert("exit_code".into(), o.exit_code.into());
-        if let Some(t) = o.truncated {
-            m.insert("truncated".into(), t.into());
+        if o.truncated.is_some() || cut {
+            m.insert(
+                "truncated".into(),
+                (o.truncated.unwrap_or(false) || cut).into(),
+            );
         }
-        CallToolResult::success(vec![ContentBlock::text(o.text)]).with_meta(Some(self.meta(m)))
+        CallToolResult::success(vec![ContentBlock::text(text)]).with_meta(Some(self.meta(m)))
     }
 
     /// The fields shared by `_meta` and `structuredContent` of an exec result.
@@ -471,7 +475,10 @@ impl ExecServer {
         } else {
             crate::output::lossy(&o.output)
         };
-        let fields = match serde_json::to_value(self.exec_fields(o)) {
+        let (text, cut) = crate::output::fit_json(text, crate::output::MAX_RESULT_JSON_TEXT);
+        let mut fields = self.exec_fields(o);
+        fields.truncated |= cut;
+        let fields = match serde_json::to_value(fields) {
             Ok(Value::Object(m)) => m,
             _ => serde_json::Map::new(),
         };
