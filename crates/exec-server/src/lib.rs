@@ -154,6 +154,13 @@ impl ExecServerHandle {
     }
 }
 
+/// The tool definitions the server lists in `tools/list` (name, description, input and output
+/// schemas, annotations), sorted by name, generated from the tools' Rust types: no server or
+/// sandbox is needed. A catalog of the tools can be generated from this.
+pub fn tool_definitions() -> Vec<rmcp::model::Tool> {
+    ExecServer::tool_router().list_all()
+}
+
 /// Runs the server as `args` say: HTTP when `--http` is given, else stdio. Returns when the
 /// stdio client disconnects, or on Ctrl-C / SIGTERM for HTTP.
 pub async fn run(args: ExecServerArgs) -> Result<(), ExecServerError> {

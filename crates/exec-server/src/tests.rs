@@ -576,3 +576,60 @@ async fn compat_tools() {
     let r = call(&c, "ls", json!({"path": format!("{d}/nope")})).await;
     assert_eq!(meta(&r, "exit_code"), json!(1));
 }
+
+#[test]
+fn tool_definitions_come_from_the_types() {
+    let tools = crate::tool_definitions();
+    let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(
+        names,
+        [
+            "download_file",
+            "edit",
+            "exec_command",
+            "execute",
+            "glob",
+            "grep",
+            "ls",
+            "read",
+            "upload_file",
+            "write"
+        ]
+    );
+    for t in &tools {
+        assert_eq!(
+            t.input_schema.get("type"),
+            Some(&json!("object")),
+            "{}",
+            t.name
+        );
+        assert_eq!(
+            t.input_schema.get("additionalProperties"),
+            Some(&json!(false)),
+            "{}: unknown arguments must be refused",
+            t.name
+        );
+        assert!(t.description.as_deref().is_some_and(|d| !d.is_empty()));
+        assert!(t.annotations.is_some(), "{}", t.name);
+    }
+    let exec = tools.iter().find(|t| t.name == "exec_command").unwrap();
+    let out = exec.output_schema.as_ref().unwrap();
+    let props = out.get("properties").and_then(Value::as_object).unwrap();
+    for k in [
+        "exit_code",
+        "truncated",
+        "sandbox_id",
+        "timed_out",
+        "signal",
+        "duration_ms",
+    ] {
+        assert!(props.contains_key(k), "{k} missing from the output schema");
+    }
+    let upload = tools.iter().find(|t| t.name == "upload_file").unwrap();
+    let props = upload
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap();
+    assert!(props.contains_key("total_size"));
+}
