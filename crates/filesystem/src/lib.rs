@@ -3,6 +3,7 @@
 
 mod error;
 mod local_io;
+mod range;
 mod types;
 mod watch;
 
@@ -16,6 +17,7 @@ use e2b_envd_proto::wire::{FileOperation, file_signature, files_query};
 use futures::{StreamExt as _, TryStreamExt as _};
 
 pub use error::{FilesystemError, Result};
+pub use range::RangeRead;
 pub use types::{
     ByteStream, EntryInfo, EventType, FileType, FilesystemEvent, UrlOptions, WatchOptions,
     WriteData, WriteEntry, WriteInfo, WriteOptions,
