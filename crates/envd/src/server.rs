@@ -279,18 +279,25 @@ impl tokio::io::AsyncWrite for TrackedIo {
 /// Resolves when the connection must be closed: no request started within the header-read
 /// timeout of the accept, or no byte moved either way for the idle timeout.
 async fn watchdog(activity: Arc<Activity>, limits: ConnLimits) {
-    tokio::time::sleep(limits.header_read_timeout).await;
-    if activity.requests.load(std::sync::atomic::Ordering::Relaxed) == 0 {
-        tracing::debug!("closing a connection that sent no complete request headers in time");
-        return;
-    }
+    let first_deadline = activity.origin + limits.header_read_timeout;
     loop {
-        let deadline = activity.last() + limits.idle_timeout;
-        if tokio::time::Instant::now() >= deadline {
+        let now = tokio::time::Instant::now();
+        let started = activity.requests.load(std::sync::atomic::Ordering::Relaxed) > 0;
+        if !started && now >= first_deadline {
+            tracing::debug!("closing a connection that sent no complete request headers in time");
+            return;
+        }
+        let idle_deadline = activity.last() + limits.idle_timeout;
+        if now >= idle_deadline {
             tracing::debug!("closing an idle connection");
             return;
         }
-        tokio::time::sleep_until(deadline).await;
+        let next = if started {
+            idle_deadline
+        } else {
+            idle_deadline.min(first_deadline)
+        };
+        tokio::time::sleep_until(next).await;
     }
 }
 

@@ -337,6 +337,31 @@ async fn half_sent_request_is_closed_after_the_header_timeout() {
 }
 
 #[tokio::test]
+async fn idle_connections_are_closed() {
+    let envd = spawn_envd_with(|mut c| {
+        c.idle_timeout = Duration::from_millis(500);
+        // Longer than the read guard below: only the idle timeout can close the connection.
+        c.header_read_timeout = Duration::from_secs(120);
+        c
+    })
+    .await;
+    let mut s = tokio::net::TcpStream::connect(envd.addr()).await.unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), s.read_to_end(&mut out))
+        .await
+        .expect("an idle keep-alive connection was never closed")
+        .ok();
+    assert!(
+        out.starts_with(b"HTTP/1.1 204"),
+        "{:?}",
+        String::from_utf8_lossy(&out)
+    );
+}
+
+#[tokio::test]
 async fn connections_beyond_the_cap_wait() {
     let envd = spawn_envd_with(|c| c.with_max_connections(1)).await;
     let req = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
