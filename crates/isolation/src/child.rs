@@ -660,6 +660,12 @@ fn init_main(
         for fd in &spec.keep_fds {
             clear_cloexec(*fd);
         }
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        if let Err(msg) = crate::seccomp::install() {
+            sys::write_all_fd(spec.status_fd, msg.as_bytes());
+            // SAFETY: leave the forked child.
+            unsafe { libc::_exit(127) };
+        }
         let msg = sys::execveat(program.as_raw_fd(), &argv, &env);
         sys::write_all_fd(spec.status_fd, msg.as_bytes());
         // SAFETY: leave the forked child.

@@ -39,6 +39,8 @@
 
 mod cgroup;
 mod child;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod seccomp;
 mod spec;
 mod sys;
 
