@@ -7,6 +7,10 @@ root). It listens on a free loopback port; the SDK runs in debug mode (`E2B_DEBU
 When the tests run as root, a `user` account with home `/home/user` is created if missing (the
 SDK's own tests assume it) and the daemon runs commands as `user` by default, like E2B's
 sandboxes. Otherwise the daemon maps the name `user` to the current account.
+
+With `E2B_TEST_ISOLATE=1` the daemon runs isolated (`--isolate --network none`, see
+docs/isolation.md): its own root filesystem with `user`, its own processes and network; needs
+root.
 """
 
 import os
@@ -19,6 +23,7 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 IS_ROOT = os.geteuid() == 0
+ISOLATE = os.environ.get("E2B_TEST_ISOLATE") == "1"
 
 
 def _ensure_user_account() -> None:
@@ -39,7 +44,11 @@ def envd_url():
     if not os.path.exists(binary):
         pytest.exit(f"envd binary {binary} not found: run `cargo build -p e2b-envd` first or set E2B_ENVD_BIN", 2)
     args = [binary, "--port", "0", "--bind", "127.0.0.1"]
-    if IS_ROOT:
+    if ISOLATE:
+        if not IS_ROOT:
+            pytest.exit("E2B_TEST_ISOLATE=1 needs root (the isolated daemon maps host id ranges)", 2)
+        args += ["--isolate", "--network", "none", "--default-user", "user"]
+    elif IS_ROOT:
         _ensure_user_account()
         args += ["--default-user", "user"]
     else:

@@ -361,6 +361,23 @@ fn start_nat(spec: &ChildSpec, nat: &Nat, holder: libc::pid_t) -> Result<Vec<Own
     }
 }
 
+fn close_other_fds(spec: &ChildSpec) {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<RawFd> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+        .collect();
+    for fd in fds {
+        if fd > 2 && fd != spec.status_fd && !spec.keep_fds.contains(&fd) {
+            // SAFETY: closing a descriptor this process does not use (the directory's own fd
+            // is already closed, or fails harmlessly).
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
 fn set_cloexec(fd: RawFd) {
     // SAFETY: plain fcntl.
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
@@ -402,6 +419,9 @@ fn exec_path(path: &str, argv: &[String]) -> ! {
 fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
     // SAFETY: plain getters.
     let (my_pid, parent) = unsafe { (libc::getpid(), libc::getppid()) };
+    // Nothing the supervisor's own parent left open (without close-on-exec) reaches the
+    // sandbox: only the status pipe and the program's descriptors stay.
+    close_other_fds(spec);
     // Helpers this process execs (the NAT helper) must not inherit the program's descriptors:
     // only the program's own fork clears close-on-exec again.
     set_cloexec(spec.status_fd);
@@ -659,6 +679,12 @@ fn init_main(
         }
         for fd in &spec.keep_fds {
             clear_cloexec(*fd);
+        }
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        if let Err(msg) = crate::seccomp::install() {
+            sys::write_all_fd(spec.status_fd, msg.as_bytes());
+            // SAFETY: leave the forked child.
+            unsafe { libc::_exit(127) };
         }
         let msg = sys::execveat(program.as_raw_fd(), &argv, &env);
         sys::write_all_fd(spec.status_fd, msg.as_bytes());

@@ -39,6 +39,8 @@
 
 mod cgroup;
 mod child;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod seccomp;
 mod spec;
 mod sys;
 
@@ -105,9 +107,20 @@ pub fn run_if_child() {
     if args.next().as_deref() != Some(OsStr::new(CHILD_ARG)) {
         return;
     }
+    // The description comes through an inherited pipe, not the command line, which every
+    // process of the sandbox could read in /proc/1/cmdline.
     let spec: Option<ChildSpec> = args
         .next()
-        .and_then(|a| serde_json::from_str(&a.to_string_lossy()).ok());
+        .and_then(|a| a.to_string_lossy().parse::<RawFd>().ok())
+        .filter(|fd| *fd > 2)
+        .and_then(|fd| {
+            use std::io::Read as _;
+            // SAFETY: the parent passed this pipe's read end under this number for us alone.
+            let file = unsafe { std::fs::File::from_raw_fd(fd) };
+            let mut json = String::new();
+            file.take(16 * 1024 * 1024).read_to_string(&mut json).ok()?;
+            serde_json::from_str(&json).ok()
+        });
     let Some(spec) = spec else {
         eprintln!("e2b-isolation: internal error: the sandbox description is missing or invalid");
         std::process::exit(125);
@@ -383,12 +396,28 @@ impl IsolatedSandbox {
             context: "find the current executable",
             source,
         })?;
+        let mut spec_fds = [0 as libc::c_int; 2];
+        // SAFETY: room for two fds.
+        if unsafe { libc::pipe2(spec_fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
+            return Err(IsolationError::Io {
+                context: "create the description pipe",
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        // SAFETY: both fds are new.
+        let (spec_r, spec_w) = unsafe {
+            (
+                OwnedFd::from_raw_fd(spec_fds[0]),
+                OwnedFd::from_raw_fd(spec_fds[1]),
+            )
+        };
         let mut cmd = Command::new(exe);
         cmd.arg(CHILD_ARG)
-            .arg(json)
+            .arg(spec_r.as_raw_fd().to_string())
             .stdin(std::process::Stdio::null());
         let mut inherit: Vec<RawFd> = keep_fds.to_vec();
         inherit.push(status_w.as_raw_fd());
+        inherit.push(spec_r.as_raw_fd());
         // SAFETY: the closure only calls async-signal-safe functions (fcntl, prctl) on data
         // prepared before the fork; it does not allocate.
         unsafe {
@@ -420,6 +449,12 @@ impl IsolatedSandbox {
                 source,
             })?;
         drop(status_w);
+        drop(spec_r);
+        {
+            use std::io::Write as _;
+            // The child reads it to EOF before anything else; a failure shows as its error.
+            let _ = std::fs::File::from(spec_w).write_all(json.as_bytes());
+        }
         let mut sandbox = IsolatedSandbox {
             id: spec.id.clone(),
             child,

@@ -12,7 +12,11 @@ use e2b_isolation::{IsolatedSandbox, IsolationError, Network, SandboxSpec};
 fn main() {
     e2b_isolation::run_if_child();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let tests: [(&str, fn()); 4] = [
+    let tests: [(&str, fn()); 5] = [
+        (
+            "host_descriptors_do_not_leak_in",
+            host_descriptors_do_not_leak_in,
+        ),
         (
             "freeze_and_thaw_a_busy_sandbox",
             freeze_and_thaw_a_busy_sandbox,
@@ -148,4 +152,34 @@ fn bad_spec_and_missing_program_are_errors() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("program"), "{err}");
+}
+
+fn host_descriptors_do_not_leak_in() {
+    use std::os::fd::AsRawFd as _;
+    // A descriptor the supervisor holds without close-on-exec (as one inherited from its own
+    // parent would be) must not reach the sandbox; a kept one must.
+    let leaked = std::fs::File::open("/etc/hostname").unwrap();
+    let kept = std::fs::File::open("/etc/hostname").unwrap();
+    for f in [&leaked, &kept] {
+        // SAFETY: plain fcntl on our own descriptors.
+        unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFD, 0) };
+    }
+    let script = format!(
+        "test ! -e /proc/self/fd/{} && test -e /proc/self/fd/{}",
+        leaked.as_raw_fd(),
+        kept.as_raw_fd()
+    );
+    let mut s = IsolatedSandbox::spawn(
+        &spec("fds"),
+        Path::new("/bin/sh"),
+        &sh(&script),
+        &[kept.as_raw_fd()],
+    )
+    .unwrap();
+    let status = s.wait().unwrap();
+    assert_eq!(
+        IsolatedSandbox::exit_code(status),
+        0,
+        "a host descriptor leaked into the sandbox, or a kept one is missing"
+    );
 }
