@@ -107,14 +107,24 @@ impl Drop for Serve {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
-                let _ = std::fs::remove_dir_all(&self.state);
+                remove_state(&self.state);
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.state);
+        remove_state(&self.state);
+    }
+}
+
+/// Removes the state directory; the sandboxes' own cleanup may still be racing with it.
+fn remove_state(dir: &std::path::Path) {
+    for _ in 0..50 {
+        if std::fs::remove_dir_all(dir).is_ok() || !dir.exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
