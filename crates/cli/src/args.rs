@@ -36,6 +36,9 @@ pub enum Command {
     Sandbox(crate::sandbox_cmd::SandboxCommandArgs),
     /// Move files in and out of a sandbox: put, get, ls.
     Files(crate::files_cmd::FilesArgs),
+    /// Serve E2B's sandbox API on this machine: point E2B_API_URL, E2B_SANDBOX_URL and
+    /// E2B_API_KEY at it and the official SDKs create, list, pause and kill local sandboxes.
+    Serve(e2b_serve::ServeArgs),
 }
 
 /// Which sandbox to use: the embedded local one, or an envd at a URL.

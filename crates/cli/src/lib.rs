@@ -6,6 +6,8 @@ pub mod args;
 pub mod files_cmd;
 mod run;
 pub mod sandbox_cmd;
+mod serve;
 
 pub use args::{AcpArgs, Cli, Command, RunArgs, SandboxArgs};
 pub use run::{CliError, TIMEOUT_EXIT_CODE, acp, open_sandbox, run};
+pub use serve::serve;

@@ -42,7 +42,8 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
     json(
         status,
         &wire::ApiError {
-            code: status.as_u16(),
+            code: i32::from(status.as_u16()),
+            error_code: None,
             message: message.into(),
         },
     )
@@ -83,7 +84,7 @@ fn check_id(id: &str) -> Result<(), Response> {
 pub(crate) fn router(api: Api) -> Router {
     let authed = Router::new()
         .route("/sandboxes", post(create).get(list_v1))
-        .route("/v2/sandboxes", get(list_v2))
+        .route("/v2/sandboxes", get(list_v2).post(create_v2))
         .route("/sandboxes/metrics", get(batch_metrics))
         .route("/sandboxes/{id}", get(info).delete(kill))
         .route("/sandboxes/{id}/timeout", post(set_timeout))
@@ -94,6 +95,7 @@ pub(crate) fn router(api: Api) -> Router {
         .route("/sandboxes/{id}/metrics", get(metrics))
         .route("/sandboxes/{id}/logs", get(logs_v1))
         .route("/v2/sandboxes/{id}/logs", get(logs_v2))
+        .route("/v2/sandboxes/{id}/connect", post(connect_v2))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(api.clone(), auth));
@@ -151,6 +153,66 @@ async fn create(State(api): State<Api>, bytes: Bytes) -> Response {
     }
 }
 
+/// `POST /v2/sandboxes` (`NewSandboxV2`, what the SDKs from 2.6x call): always secured, and an
+/// `Idempotency-Key` repeated by a retry answers with the sandbox the first request created.
+async fn create_v2(State(api): State<Api>, headers: http::HeaderMap, bytes: Bytes) -> Response {
+    let mut req: wire::NewSandbox = match body(&bytes, "NewSandboxV2") {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    req.secure = Some(true);
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .filter(|k| !k.is_empty() && k.len() <= 256)
+        .map(str::to_owned);
+    if let Some(s) = key
+        .as_deref()
+        .and_then(|k| api.registry.by_idempotency_key(k))
+    {
+        return json(StatusCode::CREATED, &s.wire());
+    }
+    match api.registry.create(req).await {
+        Ok(s) => {
+            if let Some(k) = key {
+                api.registry.remember_idempotency_key(k, &s.id);
+            }
+            json(StatusCode::CREATED, &s.wire())
+        }
+        Err(f) => failure(f),
+    }
+}
+
+/// `POST /v2/sandboxes/{id}/connect`: the body is optional, an omitted timeout is 300 s.
+async fn connect_v2(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -> Response {
+    if let Err(r) = check_id(&id) {
+        return r;
+    }
+    #[derive(serde::Deserialize, Default)]
+    struct ConnectV2 {
+        timeout: Option<i32>,
+    }
+    let req: ConnectV2 = if bytes.iter().all(u8::is_ascii_whitespace) {
+        ConnectV2::default()
+    } else {
+        match body(&bytes, "ConnectSandboxV2") {
+            Ok(r) => r,
+            Err(r) => return r,
+        }
+    };
+    match api.registry.connect(&id, req.timeout.unwrap_or(300)) {
+        Ok((s, resumed)) => json(
+            if resumed {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            },
+            &s.wire(),
+        ),
+        Err(f) => failure(f),
+    }
+}
+
 async fn info(State(api): State<Api>, Path(id): Path<String>) -> Response {
     if let Err(r) = check_id(&id) {
         return r;
@@ -176,7 +238,7 @@ async fn set_timeout(State(api): State<Api>, Path(id): Path<String>, bytes: Byte
     if let Err(r) = check_id(&id) {
         return r;
     }
-    let req: wire::TimeoutBody = match body(&bytes, "SandboxTimeoutRequest") {
+    let req: wire::SandboxTimeoutRequest = match body(&bytes, "SandboxTimeoutRequest") {
         Ok(r) => r,
         Err(r) => return r,
     };
@@ -192,7 +254,7 @@ async fn refresh(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -
     }
     #[derive(serde::Deserialize, Default)]
     struct Refresh {
-        duration: Option<i64>,
+        duration: Option<i32>,
     }
     let req: Refresh = if bytes.iter().all(u8::is_ascii_whitespace) {
         Refresh::default()
@@ -212,7 +274,7 @@ async fn connect(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -
     if let Err(r) = check_id(&id) {
         return r;
     }
-    let req: wire::TimeoutBody = match body(&bytes, "ConnectSandbox") {
+    let req: wire::ConnectSandbox = match body(&bytes, "ConnectSandbox") {
         Ok(r) => r,
         Err(r) => return r,
     };
@@ -252,7 +314,7 @@ async fn pause(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -> 
         return r;
     }
     if !bytes.iter().all(u8::is_ascii_whitespace)
-        && let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes)
+        && let Err(e) = serde_json::from_slice::<wire::SandboxPauseRequest>(&bytes)
     {
         return error(
             StatusCode::BAD_REQUEST,
@@ -321,20 +383,18 @@ async fn batch_metrics(State(api): State<Api>, RawQuery(q): RawQuery) -> Respons
             "Too many sandboxes requested, maximum is 100",
         );
     }
-    let mut out = serde_json::Map::new();
+    let mut sandboxes = std::collections::BTreeMap::new();
     for id in ids {
-        if let Some(m) = api.registry.get(&id).and_then(|s| s.latest_metric())
-            && let Ok(v) = serde_json::to_value(m)
-        {
-            out.insert(id, v);
+        if let Some(m) = api.registry.get(&id).and_then(|s| s.latest_metric()) {
+            sandboxes.insert(id, m);
         }
     }
-    json(StatusCode::OK, &serde_json::json!({ "sandboxes": out }))
+    json(StatusCode::OK, &wire::SandboxesWithMetrics { sandboxes })
 }
 
-fn log_line(level: &str, message: &str, id: &str) -> String {
+fn log_line(level: wire::LogLevel, message: &str, id: &str) -> String {
     serde_json::json!({
-        "level": level,
+        "level": level.as_str(),
         "logger": "e2b-serve",
         "message": message,
         "sandboxID": id,
@@ -366,7 +426,7 @@ async fn logs_v1(
         .iter()
         .map(|(at, level, msg)| wire::SandboxLog {
             timestamp: util::rfc3339(*at),
-            line: log_line(level, msg, &id),
+            line: log_line(*level, msg, &id),
         })
         .collect();
     let log_entries: Vec<wire::SandboxLogEntry> = entries
@@ -378,18 +438,15 @@ async fn logs_v1(
             fields: Default::default(),
         })
         .collect();
-    json(
-        StatusCode::OK,
-        &serde_json::json!({ "logs": logs, "logEntries": log_entries }),
-    )
+    json(StatusCode::OK, &wire::SandboxLogs { logs, log_entries })
 }
 
-fn level_rank(level: &str) -> u8 {
+fn level_rank(level: wire::LogLevel) -> u8 {
     match level {
-        "debug" => 0,
-        "info" => 1,
-        "warn" => 2,
-        _ => 3,
+        wire::LogLevel::Debug => 0,
+        wire::LogLevel::Info => 1,
+        wire::LogLevel::Warn => 2,
+        wire::LogLevel::Error => 3,
     }
 }
 
@@ -430,7 +487,10 @@ async fn logs_v2(
     };
     let min_level = match get("level") {
         None => 0,
-        Some(l @ ("debug" | "info" | "warn" | "error")) => level_rank(l),
+        Some("debug") => level_rank(wire::LogLevel::Debug),
+        Some("info") => level_rank(wire::LogLevel::Info),
+        Some("warn") => level_rank(wire::LogLevel::Warn),
+        Some("error") => level_rank(wire::LogLevel::Error),
         Some(l) => {
             return error(
                 StatusCode::BAD_REQUEST,
@@ -445,7 +505,7 @@ async fn logs_v2(
     let mut entries: Vec<_> = s
         .logs(None, usize::MAX)
         .into_iter()
-        .filter(|(_, level, msg)| level_rank(level) >= min_level && msg.contains(search))
+        .filter(|(_, level, msg)| level_rank(*level) >= min_level && msg.contains(search))
         .filter(|(at, _, _)| {
             let ms = (at.unix_timestamp_nanos() / 1_000_000) as i64;
             match cursor {
@@ -468,7 +528,7 @@ async fn logs_v2(
             fields: Default::default(),
         })
         .collect();
-    json(StatusCode::OK, &serde_json::json!({ "logs": logs }))
+    json(StatusCode::OK, &wire::SandboxLogsV2Response { logs })
 }
 
 /// Deprecated `GET /sandboxes`: running sandboxes, optional metadata filter.

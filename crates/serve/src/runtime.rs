@@ -176,6 +176,13 @@ impl Runtime for PlainRuntime {
         let home = spec.dir.join("home");
         std::fs::create_dir_all(&home)
             .map_err(|e| ServeError::Spawn(format!("cannot create {}: {e}", home.display())))?;
+        // When the machine has a real `user` account and we are root, envd runs commands as
+        // that account: give it the sandbox's working directory.
+        if nix::unistd::Uid::effective().is_root()
+            && let Ok(Some(u)) = nix::unistd::User::from_name("user")
+        {
+            let _ = nix::unistd::chown(&home, Some(u.uid), Some(u.gid));
+        }
         let c = &self.command;
         let mut envd: Vec<OsString> = vec![c.program.clone().into_os_string()];
         envd.extend(c.envd_args.iter().cloned());

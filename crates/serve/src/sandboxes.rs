@@ -1,6 +1,6 @@
 //! The sandbox registry: create, look up, pause, resume, expire, sample and kill sandboxes.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -72,17 +72,17 @@ pub(crate) enum State {
 }
 
 impl State {
-    pub(crate) fn as_str(self) -> &'static str {
+    pub(crate) fn wire(self) -> wire::SandboxState {
         match self {
-            State::Running => "running",
-            State::Paused => "paused",
+            State::Running => wire::SandboxState::Running,
+            State::Paused => wire::SandboxState::Paused,
         }
     }
 }
 
 struct LogItem {
     at: OffsetDateTime,
-    level: &'static str,
+    level: wire::LogLevel,
     message: String,
 }
 
@@ -99,7 +99,7 @@ struct Inner {
 pub(crate) struct Sandbox {
     pub(crate) id: String,
     pub(crate) token: Option<String>,
-    pub(crate) metadata: HashMap<String, String>,
+    pub(crate) metadata: BTreeMap<String, String>,
     pub(crate) allow_internet_access: Option<bool>,
     pub(crate) auto_pause: bool,
     pub(crate) envd_version: String,
@@ -131,7 +131,7 @@ impl Sandbox {
         }
     }
 
-    fn log(&self, level: &'static str, message: impl Into<String>) {
+    fn log(&self, level: wire::LogLevel, message: impl Into<String>) {
         let mut i = lock(&self.inner);
         if i.logs.len() == MAX_LOGS {
             i.logs.pop_front();
@@ -149,7 +149,7 @@ impl Sandbox {
             template_id: TEMPLATE.into(),
             sandbox_id: self.id.clone(),
             client_id: CLIENT_ID.into(),
-            alias: TEMPLATE.into(),
+            alias: Some(TEMPLATE.into()),
             envd_version: self.envd_version.clone(),
             envd_access_token: self.token.clone(),
             traffic_access_token: None,
@@ -163,22 +163,28 @@ impl Sandbox {
             template_id: TEMPLATE.into(),
             sandbox_id: self.id.clone(),
             client_id: CLIENT_ID.into(),
-            alias: TEMPLATE.into(),
+            alias: Some(TEMPLATE.into()),
             started_at: util::rfc3339(v.started_at),
             end_at: util::rfc3339(v.end_at),
-            cpu_count: s.cpu_count,
-            memory_mb: s.memory_mb,
-            disk_size_mb: s.disk_size_mb,
-            state: v.state.as_str(),
+            cpu_count: wire::int32(u64::from(s.cpu_count)),
+            memory_mb: wire::int32(s.memory_mb),
+            disk_size_mb: wire::int32(s.disk_size_mb),
+            state: v.state.wire(),
             envd_version: self.envd_version.clone(),
             envd_access_token: self.token.clone(),
             allow_internet_access: self.allow_internet_access,
             domain: None,
-            metadata: self.metadata.clone(),
-            lifecycle: wire::Lifecycle {
+            metadata: Some(self.metadata.clone()),
+            network: None,
+            volume_mounts: None,
+            lifecycle: Some(wire::SandboxLifecycle {
                 auto_resume: false,
-                on_timeout: if self.auto_pause { "pause" } else { "kill" },
-            },
+                on_timeout: if self.auto_pause {
+                    wire::SandboxOnTimeout::Pause
+                } else {
+                    wire::SandboxOnTimeout::Kill
+                },
+            }),
         }
     }
 
@@ -187,15 +193,16 @@ impl Sandbox {
             template_id: TEMPLATE.into(),
             sandbox_id: self.id.clone(),
             client_id: CLIENT_ID.into(),
-            alias: TEMPLATE.into(),
+            alias: Some(TEMPLATE.into()),
             started_at: util::rfc3339(v.started_at),
             end_at: util::rfc3339(v.end_at),
-            cpu_count: s.cpu_count,
-            memory_mb: s.memory_mb,
-            disk_size_mb: s.disk_size_mb,
-            state: v.state.as_str(),
+            cpu_count: wire::int32(u64::from(s.cpu_count)),
+            memory_mb: wire::int32(s.memory_mb),
+            disk_size_mb: wire::int32(s.disk_size_mb),
+            state: v.state.wire(),
             envd_version: self.envd_version.clone(),
-            metadata: self.metadata.clone(),
+            metadata: Some(self.metadata.clone()),
+            volume_mounts: None,
         }
     }
 
@@ -220,7 +227,7 @@ impl Sandbox {
         &self,
         start_ms: Option<i64>,
         limit: usize,
-    ) -> Vec<(OffsetDateTime, &'static str, String)> {
+    ) -> Vec<(OffsetDateTime, wire::LogLevel, String)> {
         let i = lock(&self.inner);
         i.logs
             .iter()
@@ -259,13 +266,13 @@ impl Sandbox {
         let metric = wire::SandboxMetric {
             timestamp: util::rfc3339(at),
             timestamp_unix: at.unix_timestamp(),
-            cpu_count: s.cpu_count,
+            cpu_count: wire::int32(u64::from(s.cpu_count)),
             cpu_used_pct: (pct * 100.0).round() / 100.0,
-            mem_used: usage.memory_bytes,
-            mem_total: s.memory_mb * 1024 * 1024,
+            mem_used: wire::int64(usage.memory_bytes),
+            mem_total: wire::int64(s.memory_mb * 1024 * 1024),
             mem_cache: 0,
-            disk_used: disk.0,
-            disk_total: disk.1,
+            disk_used: wire::int64(disk.0),
+            disk_total: wire::int64(disk.1),
         };
         if i.samples.len() == MAX_SAMPLES {
             i.samples.pop_front();
@@ -319,7 +326,11 @@ pub(crate) struct Registry {
     runtime: Arc<dyn Runtime>,
     pub(crate) settings: Settings,
     client: Client<HttpConnector, Full<Bytes>>,
+    idempotency: Mutex<HashMap<String, String>>,
 }
+
+/// Idempotency keys remembered (then forgotten all at once).
+const MAX_IDEMPOTENCY_KEYS: usize = 4096;
 
 /// Where a request for a sandbox's envd goes.
 pub(crate) enum Route {
@@ -337,7 +348,23 @@ impl Registry {
             runtime,
             settings,
             client: Client::builder(TokioExecutor::new()).build_http(),
+            idempotency: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The live sandbox a create with this `Idempotency-Key` made.
+    pub(crate) fn by_idempotency_key(&self, key: &str) -> Option<Arc<Sandbox>> {
+        let id = lock(&self.idempotency).get(key).cloned()?;
+        self.get(&id)
+    }
+
+    /// Remembers which sandbox a create with `key` made.
+    pub(crate) fn remember_idempotency_key(&self, key: String, id: &str) {
+        let mut map = lock(&self.idempotency);
+        if map.len() >= MAX_IDEMPOTENCY_KEYS {
+            map.clear();
+        }
+        map.insert(key, id.to_owned());
     }
 
     pub(crate) fn runtime_name(&self) -> &'static str {
@@ -375,7 +402,7 @@ impl Registry {
             .map(|s| (s.id.clone(), s.envd_addr))
     }
 
-    fn timeout_of(&self, secs: i64) -> Result<Duration, Failure> {
+    fn timeout_of(&self, secs: i32) -> Result<Duration, Failure> {
         if secs < 0 {
             return Err(Failure::new(
                 StatusCode::BAD_REQUEST,
@@ -430,7 +457,8 @@ impl Registry {
                 Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
             })?;
         let token = req.secure.unwrap_or(false).then(|| util::random_hex(32));
-        let mut env = req.env_vars.unwrap_or_default();
+        let mut env: HashMap<String, String> =
+            req.env_vars.unwrap_or_default().into_iter().collect();
         env.insert("E2B_SANDBOX_ID".into(), id.clone());
         env.insert("E2B_TEMPLATE_ID".into(), TEMPLATE.into());
         let version = match self.init(instance.as_ref(), token.as_deref(), env).await {
@@ -463,7 +491,7 @@ impl Registry {
         });
         sandbox.sample(&self.settings);
         sandbox.log(
-            "info",
+            wire::LogLevel::Info,
             format!("sandbox {id} created (runtime {})", self.runtime.name()),
         );
         lock(&self.map).insert(id, sandbox.clone());
@@ -532,14 +560,14 @@ impl Registry {
         let Some(s) = lock(&self.map).remove(id) else {
             return false;
         };
-        s.log("info", "sandbox killed");
+        s.log(wire::LogLevel::Info, "sandbox killed");
         s.instance.kill().await;
         let _ = std::fs::remove_dir_all(&s.dir);
         true
     }
 
     /// `POST /sandboxes/{id}/timeout`: `endAt = now + timeout` (may shorten; 0 = now).
-    pub(crate) fn set_timeout(&self, id: &str, secs: i64) -> Result<(), Failure> {
+    pub(crate) fn set_timeout(&self, id: &str, secs: i32) -> Result<(), Failure> {
         let s = self.get(id).ok_or_else(|| Failure::not_found(id))?;
         let ttl = self.timeout_of(secs)?;
         let mut i = lock(&s.inner);
@@ -551,13 +579,13 @@ impl Registry {
         }
         i.end_at = util::now() + ttl;
         drop(i);
-        s.log("info", format!("timeout set to {secs} s"));
+        s.log(wire::LogLevel::Info, format!("timeout set to {secs} s"));
         Ok(())
     }
 
     /// `POST /sandboxes/{id}/connect`: resumes a paused sandbox (`true` = it was resumed) and
     /// only ever extends the TTL.
-    pub(crate) fn connect(&self, id: &str, secs: i64) -> Result<(Arc<Sandbox>, bool), Failure> {
+    pub(crate) fn connect(&self, id: &str, secs: i32) -> Result<(Arc<Sandbox>, bool), Failure> {
         let s = self.get(id).ok_or_else(|| Failure::not_found(id))?;
         let ttl = self.timeout_of(secs)?;
         let mut i = lock(&s.inner);
@@ -576,7 +604,7 @@ impl Registry {
         }
         drop(i);
         s.log(
-            "info",
+            wire::LogLevel::Info,
             if resumed {
                 "sandbox resumed"
             } else {
@@ -587,7 +615,7 @@ impl Registry {
     }
 
     /// Deprecated `POST /sandboxes/{id}/resume`: 409 when running.
-    pub(crate) fn resume(&self, id: &str, secs: i64) -> Result<Arc<Sandbox>, Failure> {
+    pub(crate) fn resume(&self, id: &str, secs: i32) -> Result<Arc<Sandbox>, Failure> {
         let s = self.get(id).ok_or_else(|| Failure::not_found(id))?;
         if s.view().state == State::Running {
             return Err(Failure::new(
@@ -615,7 +643,7 @@ impl Registry {
         i.state = State::Paused;
         i.end_at = util::now();
         drop(i);
-        s.log("info", "sandbox paused");
+        s.log(wire::LogLevel::Info, "sandbox paused");
         Ok(())
     }
 

@@ -20,7 +20,7 @@ use nix::sched::{CloneFlags, unshare};
 use nix::sys::prctl::set_pdeathsig;
 use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitStatus, waitpid};
-use nix::unistd::{ForkResult, Pid, execvp, fork, getppid};
+use nix::unistd::{ForkResult, Pid, fork, getppid};
 
 fn exit_code(status: WaitStatus) -> Option<i32> {
     match status {
@@ -46,9 +46,15 @@ fn wait_for(child: Pid) -> i32 {
     }
 }
 
-fn exec(argv: &[CString]) -> ! {
+/// `execvp` on a pointer array built before the fork: nothing is allocated in the child, which
+/// matters when the caller (the `e2b` binary) already runs threads.
+fn exec(argv: &[*const libc::c_char]) -> ! {
     if let Some(program) = argv.first() {
-        let _ = execvp(program, argv);
+        // SAFETY: `argv` is a NULL-terminated array of pointers into CStrings that outlive
+        // this call (the process image is replaced or `_exit`s).
+        unsafe {
+            libc::execvp(*program, argv.as_ptr());
+        }
     }
     // SAFETY: _exit is async-signal-safe and ends this (forked) process.
     unsafe { libc::_exit(127) }
@@ -72,9 +78,11 @@ pub fn sandbox_init(command: &[OsString]) -> i32 {
         eprintln!("e2b sandbox-init: no command given (usage: sandbox-init -- PROGRAM ARGS...)");
         return 2;
     }
+    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
     let own_pid_ns = unshare(CloneFlags::CLONE_NEWPID).is_ok();
     // SAFETY: the child only calls async-signal-safe functions (prctl, fork, execvp, waitpid,
-    // _exit) on data prepared before the fork.
+    // _exit) on data prepared before the fork, and allocates nothing.
     match unsafe { fork() } {
         Ok(ForkResult::Child) => {
             let parent = getppid();
@@ -84,14 +92,14 @@ pub fn sandbox_init(command: &[OsString]) -> i32 {
                 unsafe { libc::_exit(1) }
             }
             if !own_pid_ns {
-                exec(&argv);
+                exec(&ptrs);
             }
             // PID 1 of the new namespace: start envd, reap orphans, exit with envd.
             // SAFETY: as above.
             match unsafe { fork() } {
                 Ok(ForkResult::Child) => {
                     let _ = set_pdeathsig(Signal::SIGKILL);
-                    exec(&argv)
+                    exec(&ptrs)
                 }
                 Ok(ForkResult::Parent { child }) => {
                     let code = wait_for(child);

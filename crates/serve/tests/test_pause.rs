@@ -17,8 +17,9 @@ async fn pause_freezes_and_connect_resumes() {
     let cmds = env.commands(&sbx, Transport::Grpc);
     let counter = format!("/tmp/e2b-serve-test-counter-{id}");
     let marker = format!("pausemarker{id}");
-    let script =
-        format!("i=0; while true; do i=$((i+1)); echo $i > {counter}; sleep 0.05; done # {marker}");
+    let script = format!(
+        "i=0; while true; do i=$((i+1)); echo $i > {counter}.tmp; mv {counter}.tmp {counter}; sleep 0.05; done # {marker}"
+    );
     let handle = cmds
         .start(script.as_str(), CommandOptions::new().no_timeout())
         .await
@@ -67,7 +68,7 @@ async fn pause_freezes_and_connect_resumes() {
     assert_eq!(body["sandboxID"], id.as_str());
     assert_eq!(body["envdAccessToken"], sbx["envdAccessToken"]);
     assert_eq!(env.health(&id).await, 204);
-    let before = read().unwrap();
+    let before = frozen.unwrap();
     assert!(
         eventually(Duration::from_secs(10), || read()
             .is_some_and(|n| n > before + 2))

@@ -1,0 +1,13 @@
+//! `e2b serve`: E2B's sandbox API on this machine (see the `e2b-serve` crate).
+
+/// Runs `e2b serve` (or one of its internal modes, which its sandboxes run as `e2b serve
+/// sandbox-init …` and `e2b serve envd …`) and returns the exit code.
+///
+/// # Errors
+///
+/// The message of [`e2b_serve::ServeError`] when a port cannot be bound or the key stored.
+pub async fn serve(args: e2b_serve::ServeArgs) -> Result<i32, String> {
+    e2b_serve::run_cli(args, &["serve"])
+        .await
+        .map_err(|e| e.to_string())
+}
