@@ -12,9 +12,11 @@ A changeset is a Markdown file in `.changeset/` (the changesets format, which kn
 Commands:
     changesets.py check [--base REF]   validate every changeset; with a base, also require one for
                                        each published crate whose files changed since REF
-    changesets.py version              apply the changesets: bump versions in crates/*/Cargo.toml
-                                       (and the pins in the root Cargo.toml), prepend each crate's
-                                       CHANGELOG.md, delete the applied changesets
+    changesets.py version [--dry-run]  apply the changesets: bump versions in crates/*/Cargo.toml
+                                       (and the pins in the root Cargo.toml), give every published
+                                       crate that depends on a bumped one a patch bump, prepend
+                                       each crate's CHANGELOG.md, delete the applied changesets;
+                                       with --dry-run, print that plan and change nothing
 """
 
 from __future__ import annotations
@@ -123,7 +125,46 @@ def bump(version: str, kind: str) -> str:
     return f"{major}.{minor}.{patch + 1}"
 
 
-def version() -> int:
+def internal_deps() -> dict[str, set[str]]:
+    """Package name -> the workspace crates it depends on (normal and build dependencies: the
+    ones a published crate's manifest pins; dev-dependencies are not published with a version)."""
+    known = crates()
+    out: dict[str, set[str]] = {}
+    for name, info in known.items():
+        text = (info["dir"] / "Cargo.toml").read_text()
+        deps: set[str] = set()
+        section = ""
+        for line in text.splitlines():
+            sm = re.match(r"^\[([^\]]+)\]", line)
+            if sm:
+                section = sm.group(1)
+                continue
+            if section not in ("dependencies", "build-dependencies") and not re.match(
+                r"^target\..*\.(dependencies|build-dependencies)$", section
+            ):
+                continue
+            dm = re.match(r"^([A-Za-z0-9_-]+)\s*=", line)
+            if dm and dm.group(1) in known:
+                deps.add(dm.group(1))
+        out[name] = deps
+    return out
+
+
+def released(pkg: str) -> bool:
+    """Whether `pkg` has a release: a git tag `<pkg>-v<version>` (VERSIONING.md)."""
+    out = subprocess.run(["git", "tag", "--list", f"{pkg}-v*"], cwd=ROOT, capture_output=True, text=True)
+    return bool(out.stdout.strip())
+
+
+def next_version(pkg: str, current: str, kind: str) -> str:
+    """The version the release publishes: the bumped one, or the current one for a crate never
+    released (its first release ships the version in its manifest)."""
+    return bump(current, kind) if released(pkg) else current
+
+
+def plan_release() -> tuple[dict[str, str], dict[str, list[str]], list[pathlib.Path]]:
+    """The bump per crate and its changelog notes. A published crate that depends on a bumped
+    crate gets at least a patch bump, so its pin on the new version is published too."""
     known = crates()
     plan: dict[str, str] = {}
     notes: dict[str, list[str]] = {}
@@ -136,26 +177,68 @@ def version() -> int:
             # The largest bump wins (BUMPS is ordered largest first).
             plan[pkg] = min(kind, plan.get(pkg, kind), key=BUMPS.index)
             notes.setdefault(pkg, []).append(summary)
+    deps = internal_deps()
+    grew = True
+    while grew:
+        grew = False
+        for pkg in sorted(known):
+            if not known[pkg]["publish"]:
+                continue
+            bumped = sorted(
+                d for d in deps.get(pkg, ()) if d in plan and next_version(d, known[d]["version"], plan[d]) != known[d]["version"]
+            )
+            if not bumped:
+                continue
+            if pkg not in plan:
+                plan[pkg] = "patch"
+                grew = True
+            dep_note = "Dependencies: " + ", ".join(
+                f"{d} {next_version(d, known[d]['version'], plan[d])}" for d in bumped
+            )
+            entries = notes.setdefault(pkg, [])
+            entries[:] = [n for n in entries if not n.startswith("Dependencies: ")] + [dep_note]
+    return plan, notes, files
+
+
+def version(dry_run: bool) -> int:
+    known = crates()
+    plan, notes, files = plan_release()
+    if not plan:
+        print("changesets: nothing to release (no pending .changeset/*.md)")
+        return 0
     root_manifest = ROOT / "Cargo.toml"
     root_text = root_manifest.read_text()
     for pkg, kind in sorted(plan.items()):
         info = known[pkg]
-        new = bump(info["version"], kind)
+        new = next_version(pkg, info["version"], kind)
+        n = len(notes[pkg])
+        entries = f"{n} changelog entr{'y' if n == 1 else 'ies'}"
+        if new == info["version"]:
+            print(f"{pkg}: {new}, first release ({kind} changes; {entries})")
+        else:
+            print(f"{pkg}: {info['version']} -> {new} ({kind} change; {entries})")
+        # The exact pin in [workspace.dependencies] moves with the crate.
+        root_text, pins = re.subn(
+            rf'^({re.escape(pkg)}\s*=\s*\{{[^}}]*version\s*=\s*"=?)[^"]+(")', rf"\g<1>{new}\g<2>", root_text, flags=re.M
+        )
+        if dry_run:
+            if pins and new != info["version"]:
+                print(f"  pin: {pkg} = \"{new}\" in [workspace.dependencies]")
+            continue
         manifest = info["dir"] / "Cargo.toml"
         text = manifest.read_text()
         text = re.sub(r'(\[package\][^\[]*?\nversion\s*=\s*")[^"]+(")', rf"\g<1>{new}\g<2>", text, count=1, flags=re.S)
         manifest.write_text(text)
-        root_text = re.sub(
-            rf'^({re.escape(pkg)}\s*=\s*\{{[^}}]*version\s*=\s*")[^"]+(")', rf"\g<1>{new}\g<2>", root_text, flags=re.M
-        )
         changelog = info["dir"] / "CHANGELOG.md"
         entry = f"## {new}\n\n" + "\n".join(f"- {n.replace(chr(10), chr(10) + '  ')}" for n in notes[pkg]) + "\n"
-        text = changelog.read_text()
+        text = changelog.read_text() if changelog.exists() else f"# Changelog of {pkg}\n"
         # Newest first: the entry goes before the first release heading, after the intro.
         at = text.find("\n## ")
         head, rest = (text, "") if at < 0 else (text[: at + 1], text[at + 1 :])
         changelog.write_text(f"{head.rstrip()}\n\n{entry}\n{rest}".rstrip() + "\n")
-        print(f"{pkg}: {info['version']} -> {new} ({kind})")
+    if dry_run:
+        print(f"changesets: dry run, {len(files)} changeset(s) would be applied; nothing changed")
+        return 0
     root_manifest.write_text(root_text)
     for path in files:
         path.unlink()
@@ -170,7 +253,7 @@ def main() -> int:
     if args[0] == "check":
         base = args[args.index("--base") + 1] if "--base" in args else None
         return check(base)
-    return version()
+    return version("--dry-run" in args)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
-"""Benchmark of e2b-exec-server (figures go to docs/benchmarks-exec-server.md).
+"""Benchmark of e2b-exec-server (figures go to docs/bench-history/exec-server.md).
 
     E2B_EXEC_SERVER_BIN=target/release/e2b-exec-server /tmp/mcp-venv/bin/python tests/mcp/bench_exec_server.py
 
-1. `exec_command {cmd: "true"}` over stdio, round trip (median of N), vs spawning `sh -c true`
-   locally (median of N) -> ratio.
-2. upload and download of 100 MiB through upload_file / download_file (4 MiB chunks) over stdio
-   and over HTTP (session mode): MB/s, and the server's peak RSS (VmHWM; the embedded envd runs
-   inside the server process, so this is the whole sandbox too).
+1. Latency, over stdio and over HTTP (sessions), samples interleaved in one run: the client's
+   `ping` round trip, `exec_command {cmd: "true"}`, and a local `bash -c true` spawn; reported as
+   (exec - ping) / local spawn (goal: <= 1.5).
+2. upload and download of 100 MiB through upload_file (4 MiB chunks, staged with total_size) /
+   download_file (the server's default chunk, 512 KiB) over stdio and over HTTP (session mode),
+   with the SDK at its default limits: MB/s, and the server's peak RSS (VmHWM; the embedded envd
+   runs inside the server process, so this is the whole sandbox too).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ MiB = 1024 * 1024
 N = int(os.environ.get("BENCH_N", "200"))
 SIZE = int(os.environ.get("BENCH_MIB", "100")) * MiB
 CHUNK = 4 * MiB
+DOWN_CHUNK = 512 * 1024  # the server's default --max-chunk-bytes
+TRANSFERS = os.environ.get("BENCH_TRANSFERS", "1") != "0"
 
 
 def vm_hwm_kib(pid: int) -> int:
@@ -59,13 +63,32 @@ def find_child_server(marker: str) -> int:
     raise RuntimeError("server process not found")
 
 
-def local_spawn_median() -> float:
-    ts = []
+def local_spawn() -> float:
+    t = time.perf_counter()
+    subprocess.run(["bash", "-c", "true"], check=True)
+    return time.perf_counter() - t
+
+
+async def latency(s: ClientSession, label: str) -> None:
+    """Interleaved samples: ping, exec true, local bash -c true."""
+    for _ in range(20):
+        await s.send_ping()
+        await s.call_tool("exec_command", {"cmd": "true"})
+    pings, execs, locals_ = [], [], []
     for _ in range(N):
         t = time.perf_counter()
-        subprocess.run(["sh", "-c", "true"], check=True)
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
+        await s.send_ping()
+        pings.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        res = await s.call_tool("exec_command", {"cmd": "true"})
+        execs.append(time.perf_counter() - t)
+        assert res.meta["exit_code"] == 0
+        locals_.append(local_spawn())
+    ping, ex, loc = statistics.median(pings), statistics.median(execs), statistics.median(locals_)
+    print(
+        f"{label}: ping {ping * 1000:.2f} ms, exec true {ex * 1000:.2f} ms (p90 {sorted(execs)[int(N * 0.9)] * 1000:.2f}), "
+        f"local bash -c true {loc * 1000:.2f} ms; (exec - ping) / local = {(ex - ping) / loc:.2f} (goal <= 1.5; N={N})"
+    )
 
 
 async def transfer(s: ClientSession, pid: int, label: str) -> dict:
@@ -73,16 +96,19 @@ async def transfer(s: ClientSession, pid: int, label: str) -> dict:
     path = f"/tmp/e2b-bench-{os.getpid()}-{label}.bin"
     t = time.perf_counter()
     for off in range(0, SIZE, CHUNK):
-        args = {"path": path, "content_base64": base64.b64encode(data[off : off + CHUNK]).decode()}
-        if off:
-            args["offset"] = off
+        args = {
+            "path": path,
+            "content_base64": base64.b64encode(data[off : off + CHUNK]).decode(),
+            "offset": off,
+            "total_size": SIZE,
+        }
         r = await s.call_tool("upload_file", args)
         assert not r.is_error, r.content[0].text
     up = time.perf_counter() - t
     t = time.perf_counter()
     got = bytearray()
     while True:
-        r = await s.call_tool("download_file", {"path": path, "offset": len(got), "length": CHUNK})
+        r = await s.call_tool("download_file", {"path": path, "offset": len(got)})
         assert not r.is_error, r.content[0].text
         got += base64.b64decode(r.content[0].text)
         if (r.meta or {}).get("eof"):
@@ -116,14 +142,12 @@ def raw_stdio() -> None:
         path = f"/tmp/e2b-bench-raw-{os.getpid()}.bin"
         t = time.perf_counter()
         for off in range(0, SIZE, CHUNK):
-            a = {"path": path, "content_base64": base64.b64encode(data[off : off + CHUNK]).decode()}
-            if off:
-                a["offset"] = off
+            a = {"path": path, "content_base64": base64.b64encode(data[off : off + CHUNK]).decode(), "offset": off, "total_size": SIZE}
             assert b'"isError":true' not in rpc(1, "tools/call", {"name": "upload_file", "arguments": a})
         up = time.perf_counter() - t
         t = time.perf_counter()
-        for off in range(0, SIZE, CHUNK):
-            rpc(2, "tools/call", {"name": "download_file", "arguments": {"path": path, "offset": off, "length": CHUNK}})
+        for off in range(0, SIZE, DOWN_CHUNK):
+            rpc(2, "tools/call", {"name": "download_file", "arguments": {"path": path, "offset": off}})
         down = time.perf_counter() - t
         rpc(3, "tools/call", {"name": "exec_command", "arguments": {"cmd": f"rm -f {path}"}})
         print(f"raw stdio {SIZE // MiB} MiB (no SDK parsing): upload {SIZE / MiB / up:.1f} MiB/s, download {SIZE / MiB / down:.1f} MiB/s, server peak RSS {vm_hwm_kib(p.pid) / 1024:.1f} MiB")
@@ -134,27 +158,16 @@ def raw_stdio() -> None:
 
 async def main() -> None:
     print(f"binary: {BIN}")
-    local = local_spawn_median()
     params = StdioServerParameters(command=BIN, args=["--stdio"], env={"RUST_LOG": "warn"})
     async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
         await s.initialize()
         pid = find_child_server("--stdio")
-        for _ in range(20):
-            await s.call_tool("exec_command", {"cmd": "true"})
-        ts = []
-        for _ in range(N):
-            t = time.perf_counter()
-            res = await s.call_tool("exec_command", {"cmd": "true"})
-            ts.append(time.perf_counter() - t)
-            assert res.meta["exit_code"] == 0
-        rt = statistics.median(ts)
-        print(f"exec_command true over stdio: median {rt * 1000:.2f} ms, p90 {sorted(ts)[int(N * 0.9)] * 1000:.2f} ms (N={N})")
-        print(f"local sh -c true spawn:       median {local * 1000:.2f} ms")
-        print(f"ratio: {rt / local:.1f}x")
+        await latency(s, "stdio")
         idle = vm_hwm_kib(pid) / 1024
         print(f"server peak RSS before transfers: {idle:.1f} MiB")
-        res = await transfer(s, pid, "stdio")
-        print(f"stdio {SIZE // MiB} MiB: upload {res['upload_MBps']:.1f} MiB/s, download {res['download_MBps']:.1f} MiB/s, server peak RSS {res['rss_peak_MiB']:.1f} MiB")
+        if TRANSFERS:
+            res = await transfer(s, pid, "stdio")
+            print(f"stdio {SIZE // MiB} MiB: upload {res['upload_MBps']:.1f} MiB/s, download {res['download_MBps']:.1f} MiB/s, server peak RSS {res['rss_peak_MiB']:.1f} MiB")
 
     port = 39000 + os.getpid() % 1000
     proc = subprocess.Popen([BIN, "--http", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -166,11 +179,13 @@ async def main() -> None:
             except Exception:
                 time.sleep(0.05)
         async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=None)) as http, streamable_http_client(
-            f"http://127.0.0.1:{port}/mcp", http_client=http, max_sse_event_size=None
+            f"http://127.0.0.1:{port}/mcp", http_client=http
         ) as (r, w), ClientSession(r, w) as s:
             await s.initialize()
-            res = await transfer(s, proc.pid, "http")
-            print(f"http  {SIZE // MiB} MiB: upload {res['upload_MBps']:.1f} MiB/s, download {res['download_MBps']:.1f} MiB/s, server peak RSS {res['rss_peak_MiB']:.1f} MiB")
+            await latency(s, "http ")
+            if TRANSFERS:
+                res = await transfer(s, proc.pid, "http")
+                print(f"http  {SIZE // MiB} MiB: upload {res['upload_MBps']:.1f} MiB/s, download {res['download_MBps']:.1f} MiB/s, server peak RSS {res['rss_peak_MiB']:.1f} MiB")
     finally:
         proc.terminate()
         proc.wait()
@@ -180,4 +195,5 @@ if __name__ == "__main__":
     if not os.path.isfile(BIN):
         sys.exit(f"missing: {BIN}; build it with `cargo build --release -p e2b-exec-server` or set E2B_EXEC_SERVER_BIN")
     anyio.run(main)
-    raw_stdio()
+    if TRANSFERS:
+        raw_stdio()

@@ -170,7 +170,7 @@ async def open_session(
                 httpx2.AsyncClient(headers=headers or {}, timeout=httpx2.Timeout(30, read=None))
             )
             read, write = await stack.enter_async_context(
-                streamable_http_client(server.url, http_client=http, max_sse_event_size=None)
+                streamable_http_client(server.url, http_client=http)
             )
         s = await stack.enter_async_context(ClientSession(read, write))
         hs = await (s.initialize() if lifecycle == "legacy" else s.discover())

@@ -154,18 +154,23 @@ async def roundtrip(s, size: int, chunk: int = 2 * MiB) -> None:
     data = os.urandom(size)
     path = f"/tmp/e2b-mcp-{uuid.uuid4().hex}/nested/blob.bin"
     for off in range(0, size, chunk):
-        args = {"path": path, "content_base64": base64.b64encode(data[off : off + chunk]).decode()}
-        if off:
-            args["offset"] = off
+        args = {
+            "path": path,
+            "content_base64": base64.b64encode(data[off : off + chunk]).decode(),
+            "offset": off,
+            "total_size": size,
+        }
         r = await s.call_tool("upload_file", args)
         assert r.is_error is not True, text(r)
         assert text(r) == f"Written {min(chunk, size - off)} bytes to {path}"
         assert meta(r)["exit_code"] == 0
+    assert meta(r)["complete"] is True and meta(r)["sha256"] == hashlib.sha256(data).hexdigest()
     r = await run(s, f"wc -c < {path}")
     assert text(r).strip() == str(size)
     got = bytearray()
     while True:
-        r = await s.call_tool("download_file", {"path": path, "offset": len(got), "length": chunk})
+        # The server's default chunk keeps each result under the SDK's default SSE event limit.
+        r = await s.call_tool("download_file", {"path": path, "offset": len(got)})
         assert r.is_error is not True, text(r)
         part = base64.b64decode(text(r), validate=True)
         assert meta(r)["sha256"] == hashlib.sha256(part).hexdigest()

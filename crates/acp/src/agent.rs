@@ -69,6 +69,17 @@ fn local_error_response(line: &str, err: &AcpError) -> Option<String> {
 impl AcpAgent {
     /// Connect `client` to an agent running as `process` (any [`AgentProcess`]: a sandbox
     /// command or a local child).
+    ///
+    /// # Errors
+    ///
+    /// [`AcpError::InvalidOptions`] for out-of-range options, [`AcpError::Closed`] when the
+    /// process's stdout was already taken, [`AcpError::Protocol`] when the ACP connection ended
+    /// before it started. The agent is killed on every error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it returns kills the agent (the process passed in is owned
+    /// from the first poll).
     pub async fn connect<P, H, R, C>(
         process: P,
         client: ClientBuilder<H, R, C>,
@@ -81,6 +92,12 @@ impl AcpAgent {
         C: HandleConnectionClose<Agent> + 'static,
     {
         let transport = Arc::new(AcpTransport::start(process, &opts)?);
+        // Until the connection is handed out, dropping this future kills the agent: the driver
+        // task holds the transport and would otherwise keep it running.
+        let mut guard = StartGuard {
+            transport: Some(transport.clone()),
+            driver: None,
+        };
         let (inject_tx, inject_rx) = mpsc::unbounded_channel::<String>();
 
         let incoming = futures::stream::unfold(
@@ -126,7 +143,7 @@ impl AcpAgent {
         let (cx_tx, cx_rx) = oneshot::channel();
         let end_main = tokio_util::sync::CancellationToken::new();
         let end_rx = end_main.clone();
-        let driver = tokio::spawn(async move {
+        let driver_task = tokio::spawn(async move {
             client
                 .connect_with(lines, async move |cx: ConnectionTo<Agent>| {
                     let _ = cx_tx.send(cx.clone());
@@ -138,16 +155,19 @@ impl AcpAgent {
                 })
                 .await
         });
+        guard.driver = Some(driver_task.abort_handle());
         let connection = match cx_rx.await {
             Ok(cx) => cx,
             Err(_) => {
                 transport.shared().kill_on_drop();
-                return Err(match driver.await {
+                return Err(match driver_task.await {
                     Ok(Err(e)) => AcpError::Protocol(e),
                     _ => AcpError::closed("the ACP connection ended before it started"),
                 });
             }
         };
+        guard.disarm();
+        let driver = driver_task;
         Ok(AcpAgent {
             connection,
             transport,
@@ -180,12 +200,29 @@ impl AcpAgent {
     }
 
     /// Wait for the agent to end; see [`AcpTransport::wait`].
+    ///
+    /// # Errors
+    ///
+    /// As [`AcpTransport::wait`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only observes; call it again.
     pub async fn wait(&self) -> Result<AgentExit, AcpError> {
         self.transport.wait().await
     }
 
     /// Stop the agent (EOF, then kill when `timeout` is nearly over); see [`AcpTransport::stop`].
     /// Nothing more is dispatched to the client's handlers once it is called.
+    ///
+    /// # Errors
+    ///
+    /// As [`AcpTransport::stop`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel-safe: a dropped stop leaves the agent closing (no new messages) but maybe
+    /// running; call [`kill`](Self::kill) or drop the agent, which kills it.
     pub async fn stop(&self, timeout: Duration) -> Result<(), AcpError> {
         let r = self.transport.stop(timeout).await;
         self.end_main.cancel();
@@ -193,11 +230,44 @@ impl AcpAgent {
     }
 
     /// Kill the agent's process group now; see [`AcpTransport::kill`]. Nothing more is dispatched
-    /// to the client's handlers.
-    pub async fn kill(&self) -> Result<(), AcpError> {
+    /// to the client's handlers. Returns `true` when it killed the agent, `false` when the agent
+    /// had already exited.
+    ///
+    /// # Errors
+    ///
+    /// [`AcpError::Sandbox`] when the sandbox could not be asked to kill the process.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe in effect: the kill is requested before the first await that can block.
+    pub async fn kill(&self) -> Result<bool, AcpError> {
         let r = self.transport.kill().await;
         self.end_main.cancel();
         r
+    }
+}
+
+/// Kills the agent and stops the driver when `connect` is dropped before it returned.
+struct StartGuard {
+    transport: Option<Arc<AcpTransport>>,
+    driver: Option<tokio::task::AbortHandle>,
+}
+
+impl StartGuard {
+    fn disarm(&mut self) {
+        self.transport = None;
+        self.driver = None;
+    }
+}
+
+impl Drop for StartGuard {
+    fn drop(&mut self) {
+        if let Some(t) = self.transport.take() {
+            t.shared().kill_on_drop();
+        }
+        if let Some(d) = self.driver.take() {
+            d.abort();
+        }
     }
 }
 

@@ -18,6 +18,16 @@ use crate::transport::{AcpTransport, AgentExit};
 ///
 /// An editor message over the limit is not sent; if it is a request the editor gets an error
 /// response for it.
+///
+/// # Errors
+///
+/// The errors of [`AcpTransport::wait`] (the agent failed), [`AcpError::MessageTooLarge`] for an
+/// editor line over the limit (the stream cannot be resynchronised), [`AcpError::Process`] when
+/// the output could not be written.
+///
+/// # Cancel safety
+///
+/// Dropping the future drops the transport, which kills the agent.
 pub async fn run_bridge<R, W>(
     input: R,
     output: W,
@@ -28,6 +38,39 @@ where
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send,
 {
+    run_bridge_until(
+        input,
+        output,
+        transport,
+        stop_timeout,
+        std::future::pending::<()>(),
+    )
+    .await
+}
+
+/// [`run_bridge`] that also ends when `shutdown` completes (a signal): the agent is killed at
+/// once and its end is waited for, so nothing keeps running in the sandbox.
+///
+/// # Errors
+///
+/// As [`run_bridge`].
+///
+/// # Cancel safety
+///
+/// As [`run_bridge`].
+pub async fn run_bridge_until<R, W, S>(
+    input: R,
+    output: W,
+    transport: AcpTransport,
+    stop_timeout: std::time::Duration,
+    shutdown: S,
+) -> Result<AgentExit, AcpError>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send,
+    S: std::future::Future<Output = ()> + Send,
+{
+    let mut shutdown = pin!(shutdown);
     let mut output = output;
     let (reply_tx, mut reply_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let t = &transport;
@@ -99,6 +142,13 @@ where
     let mut input_done = false;
     loop {
         tokio::select! {
+            () = &mut shutdown => {
+                tracing::debug!("shutdown requested; killing the agent");
+                if let Err(e) = t.kill().await {
+                    tracing::warn!(error = %e, "could not kill the agent");
+                }
+                break;
+            }
             r = &mut input_pump, if !input_done => {
                 input_done = true;
                 if let Err(e) = r {

@@ -42,8 +42,9 @@ pub use error::{AcpError, Direction};
 pub use framing::LineSplitter;
 pub use local::LocalProcess;
 pub use options::{
-    AcpOptions, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_READ_QUEUE_DEPTH, DEFAULT_STDERR_TAIL_BYTES,
-    DEFAULT_STOP_TIMEOUT, DEFAULT_WRITE_QUEUE_DEPTH, StderrCallback,
+    AcpOptions, AsyncStderrCallback, CallbackError, DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_READ_QUEUE_DEPTH, DEFAULT_STDERR_TAIL_BYTES, DEFAULT_STOP_TIMEOUT,
+    DEFAULT_WRITE_QUEUE_DEPTH, StderrCallback, SyncStderrCallback,
 };
 pub use process::{AgentProcess, ByteStream, ProcessExit};
 pub use transport::{AcpTransport, AgentExit};
@@ -52,7 +53,7 @@ pub mod agent;
 pub use agent::{AcpAgent, ClientBuilder};
 
 pub mod bridge;
-pub use bridge::run_bridge;
+pub use bridge::{run_bridge, run_bridge_until};
 
 #[cfg(feature = "sandbox")]
 pub mod sandbox;

@@ -113,11 +113,8 @@ impl AgentProcess for LocalProcess {
         })
     }
 
-    fn kill(&self) -> BoxFuture<'_, Result<(), AcpError>> {
-        Box::pin(async move {
-            kill_group(self.pid);
-            Ok(())
-        })
+    fn kill(&self) -> BoxFuture<'_, Result<bool, AcpError>> {
+        Box::pin(async move { Ok(kill_group(self.pid)) })
     }
 
     fn kill_now(self: std::sync::Arc<Self>) {
@@ -142,16 +139,20 @@ impl AgentProcess for LocalProcess {
     }
 }
 
-/// SIGKILL to a process group; "no such group" is fine (already gone).
-pub(crate) fn kill_group(pgid: u32) {
+/// SIGKILL to a process group; "no such group" is fine (already gone). True when it was sent.
+pub(crate) fn kill_group(pgid: u32) -> bool {
     let Ok(pgid) = i32::try_from(pgid) else {
-        return;
+        return false;
     };
     match nix::sys::signal::killpg(
         nix::unistd::Pid::from_raw(pgid),
         nix::sys::signal::Signal::SIGKILL,
     ) {
-        Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
-        Err(e) => tracing::warn!(pgid, error = %e, "could not kill the agent's process group"),
+        Ok(()) => true,
+        Err(nix::errno::Errno::ESRCH) => false,
+        Err(e) => {
+            tracing::warn!(pgid, error = %e, "could not kill the agent's process group");
+            false
+        }
     }
 }

@@ -38,9 +38,30 @@ pub const DEFAULT_STDERR_TAIL_BYTES: usize = 64 * 1024;
 /// Error type a stderr callback may return; it is logged and the transport carries on.
 pub type CallbackError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// Called with every chunk the agent writes to stderr. It runs on the stderr-draining task: keep it
-/// quick. An error or a panic is logged once and does not affect the transport.
-pub type StderrCallback = Arc<dyn Fn(&[u8]) -> Result<(), CallbackError> + Send + Sync + 'static>;
+/// A synchronous stderr callback.
+pub type SyncStderrCallback =
+    Arc<dyn Fn(&[u8]) -> Result<(), CallbackError> + Send + Sync + 'static>;
+
+/// An asynchronous stderr callback: returns the future to await for each chunk.
+pub type AsyncStderrCallback = Arc<
+    dyn Fn(bytes::Bytes) -> futures::future::BoxFuture<'static, Result<(), CallbackError>>
+        + Send
+        + Sync
+        + 'static,
+>;
+
+/// Called with every chunk the agent writes to stderr, on the stderr-draining task, one chunk at
+/// a time in order. An async callback is awaited before the next chunk is read: a slow one slows
+/// the agent's stderr (back-pressure), never the protocol. An error or a panic is logged once and
+/// does not affect the transport.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum StderrCallback {
+    /// Set with [`AcpOptions::on_stderr`].
+    Sync(SyncStderrCallback),
+    /// Set with [`AcpOptions::on_stderr_async`].
+    Async(AsyncStderrCallback),
+}
 
 /// How to start and run an ACP agent. Build with [`AcpOptions::new`] (or `default()`) and the
 /// setters; every field has a documented default.
@@ -135,12 +156,22 @@ impl AcpOptions {
         self.stderr_tail_bytes = n;
         self
     }
-    /// Set the stderr callback.
+    /// Set a synchronous stderr callback (see [`StderrCallback`]).
     pub fn on_stderr(
         mut self,
         f: impl Fn(&[u8]) -> Result<(), CallbackError> + Send + Sync + 'static,
     ) -> Self {
-        self.on_stderr = Some(Arc::new(f));
+        self.on_stderr = Some(StderrCallback::Sync(Arc::new(f)));
+        self
+    }
+    /// Set an asynchronous stderr callback (see [`StderrCallback`]): `f(chunk)` returns a future
+    /// that is awaited before the next chunk is read.
+    pub fn on_stderr_async<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(bytes::Bytes) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<(), CallbackError>> + Send + 'static,
+    {
+        self.on_stderr = Some(StderrCallback::Async(Arc::new(move |b| Box::pin(f(b)))));
         self
     }
     /// Set the working directory.

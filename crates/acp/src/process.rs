@@ -65,8 +65,9 @@ pub trait AgentProcess: Send + Sync + 'static {
     fn write_stdin(&self, data: Bytes) -> BoxFuture<'_, Result<(), AcpError>>;
     /// Close stdin (EOF). May fail with [`AcpError::Unsupported`] (envd older than 0.5.2).
     fn close_stdin(&self) -> BoxFuture<'_, Result<(), AcpError>>;
-    /// Kill the process group with SIGKILL. Idempotent, fine after exit.
-    fn kill(&self) -> BoxFuture<'_, Result<(), AcpError>>;
+    /// Kill the process group with SIGKILL. Idempotent, fine after exit: `Ok(true)` when a
+    /// signal was sent, `Ok(false)` when the process no longer existed.
+    fn kill(&self) -> BoxFuture<'_, Result<bool, AcpError>>;
     /// Best-effort synchronous kill for `Drop`; the default spawns [`kill`](Self::kill) on the
     /// current tokio runtime if there is one.
     fn kill_now(self: std::sync::Arc<Self>) {

@@ -5,6 +5,9 @@ use bytes::Bytes;
 use e2b_commands::{
     CommandHandle, CommandLine, CommandOptions, Commands, OutputCallback, StdinWriter,
 };
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use futures::future::BoxFuture;
 use tokio::sync::{Mutex, mpsc};
 
@@ -63,6 +66,24 @@ pub struct SandboxProcess {
     stdout: Option<mpsc::Receiver<Result<Bytes, AcpError>>>,
     stderr: Option<mpsc::Receiver<Result<Bytes, AcpError>>>,
     exit: Mutex<mpsc::Receiver<Result<ProcessExit, AcpError>>>,
+    /// Set once the command's exit was observed: dropping the process kills it until then.
+    exited: Arc<AtomicBool>,
+}
+
+impl Drop for SandboxProcess {
+    fn drop(&mut self) {
+        if self.exited.load(Ordering::Acquire) {
+            return;
+        }
+        let handle = self.handle.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let Err(e) = handle.kill().await {
+                    tracing::warn!(error = %e, "could not kill a dropped sandbox agent");
+                }
+            });
+        }
+    }
 }
 
 impl std::fmt::Debug for SandboxProcess {
@@ -75,7 +96,17 @@ impl std::fmt::Debug for SandboxProcess {
 
 impl SandboxProcess {
     /// Start `command` (a shell line, or `CommandLine::exec(program, args)`) in the sandbox with
-    /// `start_streaming`: stdin open, no output retained, no command timeout.
+    /// `start_streaming`: stdin open, no output retained, no command timeout. Dropping the
+    /// returned process before its exit was observed kills it.
+    ///
+    /// # Errors
+    ///
+    /// [`AcpError::Spawn`] when the sandbox could not start the command.
+    ///
+    /// # Cancel safety
+    ///
+    /// Once this returns the process is owned (dropped means killed); a future dropped while the
+    /// sandbox is starting the command relies on `e2b-commands` for what it already started.
     pub async fn start(
         sandbox: &(impl SandboxCommands + ?Sized),
         command: impl Into<CommandLine>,
@@ -130,8 +161,10 @@ impl SandboxProcess {
                 command: display.clone(),
                 reason: e.to_string(),
             })?;
-        tokio::spawn(watch_exit(handle.clone(), out_tx, exit_tx));
+        let exited = Arc::new(AtomicBool::new(false));
+        tokio::spawn(watch_exit(handle.clone(), out_tx, exit_tx, exited.clone()));
         Ok(Self {
+            exited,
             stdin: handle.stdin_writer(),
             handle,
             stdout: Some(out_rx),
@@ -154,14 +187,18 @@ async fn watch_exit(
     handle: CommandHandle,
     out_tx: mpsc::Sender<Result<Bytes, AcpError>>,
     exit_tx: mpsc::Sender<Result<ProcessExit, AcpError>>,
+    exited: Arc<AtomicBool>,
 ) {
     let exit = match handle.wait().await {
-        Ok(out) => Ok(if out.status.exited {
-            ProcessExit::code(out.status.exit_code)
-        } else {
-            ProcessExit {
-                code: None,
-                signal: out.status.signal,
+        Ok(out) => Ok({
+            exited.store(true, Ordering::Release);
+            if out.status.exited {
+                ProcessExit::code(out.status.exit_code)
+            } else {
+                ProcessExit {
+                    code: None,
+                    signal: out.status.signal,
+                }
             }
         }),
         Err(e) => {
@@ -209,19 +246,22 @@ impl AgentProcess for SandboxProcess {
     fn close_stdin(&self) -> BoxFuture<'_, Result<(), AcpError>> {
         Box::pin(async move {
             // Everything written is delivered before the EOF.
-            self.stdin
-                .close()
-                .await
-                .map_err(sandbox_err("closing the agent's stdin"))
+            self.stdin.close().await.map_err(|e| match e {
+                e2b_commands::CommandError::UnsupportedFeature(u) => AcpError::Unsupported {
+                    feature: "closing the agent's stdin (EOF)",
+                    required: u.required.to_string(),
+                    actual: u.actual.to_string(),
+                },
+                e => sandbox_err("closing the agent's stdin")(e),
+            })
         })
     }
 
-    fn kill(&self) -> BoxFuture<'_, Result<(), AcpError>> {
+    fn kill(&self) -> BoxFuture<'_, Result<bool, AcpError>> {
         Box::pin(async move {
             self.handle
                 .kill()
                 .await
-                .map(|_| ())
                 .map_err(sandbox_err("killing the agent"))
         })
     }
@@ -241,6 +281,15 @@ impl AgentProcess for SandboxProcess {
 /// `client` is `agent_client_protocol::Client.v1()` with your handlers. The agent's `fs/*` and
 /// `terminal/*` requests never reach them (answered with -32601 in the transport), and the
 /// client's `fs` and `terminal` capabilities are sent as `false`.
+///
+/// # Errors
+///
+/// [`AcpError::InvalidOptions`] for out-of-range options, [`AcpError::Spawn`] when the command
+/// could not start, and the errors of [`AcpAgent::connect`].
+///
+/// # Cancel safety
+///
+/// Dropping the future after the agent started kills it.
 pub async fn connect_acp_agent<S, H, R, C>(
     sandbox: &S,
     command: impl Into<CommandLine>,
@@ -260,6 +309,15 @@ where
 
 /// Start `command` in the sandbox and return the raw JSON-lines transport (with the same rewrite
 /// and interception as [`connect_acp_agent`]).
+///
+/// # Errors
+///
+/// [`AcpError::InvalidOptions`] for out-of-range options, [`AcpError::Spawn`] when the command
+/// could not start.
+///
+/// # Cancel safety
+///
+/// Dropping the future after the agent started kills it.
 pub async fn start_acp_transport<S>(
     sandbox: &S,
     command: impl Into<CommandLine>,
@@ -276,6 +334,14 @@ where
 /// The `e2b acp` bridge: serve ACP on `input`/`output` (the editor) with the real agent started
 /// as `command` in the sandbox. Returns when the agent ends; at EOF on `input` the agent is
 /// stopped within `opts.stop_timeout`.
+///
+/// # Errors
+///
+/// The errors of [`start_acp_transport`] and [`run_bridge`](crate::run_bridge).
+///
+/// # Cancel safety
+///
+/// Dropping the future kills the agent.
 pub async fn run_bridge_in_sandbox<S, I, O>(
     sandbox: &S,
     command: impl Into<CommandLine>,

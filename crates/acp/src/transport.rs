@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
+use futures::{FutureExt as _, StreamExt};
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -89,7 +89,6 @@ pub(crate) struct Shared {
     error: StdMutex<Option<AcpError>>,
     exit_rx: watch::Receiver<Option<Result<ProcessExit, String>>>,
     stderr: Arc<StdMutex<Tail>>,
-    stop_timeout: Duration,
 }
 
 struct RxState {
@@ -121,6 +120,11 @@ fn lock<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl AcpTransport {
     /// Start the transport tasks on a started process. Must run inside a tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`AcpError::InvalidOptions`] for out-of-range options, [`AcpError::Closed`] when the
+    /// process's stdout was already taken (the process is then killed when dropped).
     pub fn start(mut process: impl AgentProcess, opts: &AcpOptions) -> Result<Self, AcpError> {
         opts.validate()?;
         let stdout = process
@@ -161,7 +165,6 @@ impl AcpTransport {
                 buf: VecDeque::new(),
                 cap: opts.stderr_tail_bytes,
             })),
-            stop_timeout: opts.stop_timeout,
         });
         // The splitter limit was validated by opts.validate().
         let splitter = LineSplitter::new(opts.max_message_bytes.max(1));
@@ -205,14 +208,28 @@ impl AcpTransport {
     /// Send one message (a JSON object, with or without a trailing newline). `initialize` is
     /// rewritten. Waits while the write queue is full.
     ///
-    /// Fails with [`AcpError::MessageTooLarge`] (nothing sent) above the limit,
+    /// # Errors
+    ///
+    /// [`AcpError::MessageTooLarge`] (nothing sent) above the limit,
     /// [`AcpError::InvalidMessage`] for an embedded newline, [`AcpError::Closed`] after
     /// stop/kill/exit.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: the message is either queued whole or not at all.
     pub async fn send(&self, message: impl AsRef<[u8]>) -> Result<(), AcpError> {
         self.shared.send(message.as_ref()).await
     }
 
     /// Send a JSON value (serialized on one line).
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Self::send).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`send`](Self::send).
     pub async fn send_json(&self, value: &serde_json::Value) -> Result<(), AcpError> {
         let bytes = serde_json::to_vec(value).map_err(|e| AcpError::InvalidMessage {
             reason: e.to_string(),
@@ -222,6 +239,8 @@ impl AcpTransport {
 
     /// The next message from the agent (without the line ending). After the stream ends, a
     /// terminal error (for example [`AcpError::MessageTooLarge`]) is returned once, then `None`.
+    ///
+    /// # Cancel safety
     ///
     /// Cancel-safe: dropping the future never loses a message.
     pub async fn recv(&self) -> Option<Result<Bytes, AcpError>> {
@@ -239,6 +258,15 @@ impl AcpTransport {
     }
 
     /// The next message parsed as JSON.
+    ///
+    /// # Errors
+    ///
+    /// As [`recv`](Self::recv), and [`AcpError::InvalidMessage`] for a line that is not JSON
+    /// (the filter lets none through).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`recv`](Self::recv).
     pub async fn recv_json(&self) -> Option<Result<serde_json::Value, AcpError>> {
         Some(self.recv().await?.and_then(|b| {
             serde_json::from_slice(&b).map_err(|e| AcpError::InvalidMessage {
@@ -266,9 +294,18 @@ impl AcpTransport {
 
     /// Wait for the agent to end. Several callers may wait.
     ///
-    /// `Ok` for exit code 0 or an agent this crate killed; [`AcpError::AgentFailed`] (with the
-    /// stderr tail) for any other exit; [`AcpError::MessageTooLarge`] when the agent was stopped
-    /// because it sent an oversized message.
+    /// `Ok` for exit code 0 or an agent this crate killed.
+    ///
+    /// # Errors
+    ///
+    /// [`AcpError::AgentFailed`] (with the stderr tail) for any other exit;
+    /// [`AcpError::MessageTooLarge`] when the agent was stopped because it sent an oversized
+    /// message; [`AcpError::Process`] when the agent's output stream failed before its exit was
+    /// known (the sandbox connection broke: the agent may still run until stop, kill or drop).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only observes; call it again.
     pub async fn wait(&self) -> Result<AgentExit, AcpError> {
         self.shared.wait().await
     }
@@ -278,21 +315,38 @@ impl AcpTransport {
     /// if the agent has not exited when `timeout` is nearly over (or EOF is unsupported, or its
     /// output stream failed) its process group is killed. The whole call is bounded by `timeout`.
     ///
-    /// Idempotent and safe after exit. [`AcpError::StopTimeout`] if the exit was not observed in
-    /// time.
+    /// Idempotent and safe after exit.
+    ///
+    /// # Errors
+    ///
+    /// [`AcpError::StopTimeout`] if the exit was not observed in time;
+    /// [`AcpError::Unsupported`] when the sandbox's envd cannot close stdin (older than 0.5.2):
+    /// the agent was killed instead; [`AcpError::Sandbox`] when the kill could not be sent.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel-safe: a dropped stop leaves the transport closing (nothing more is sent or
+    /// received) but the agent maybe running; call [`kill`](Self::kill) or drop the transport,
+    /// which kills it.
     pub async fn stop(&self, timeout: Duration) -> Result<(), AcpError> {
         self.shared.stop(timeout).await
-    }
-
-    /// [`stop`](Self::stop) with the configured default timeout.
-    pub async fn stop_default(&self) -> Result<(), AcpError> {
-        self.shared.stop(self.shared.stop_timeout).await
     }
 
     /// Kill the agent's process group now. Output waiting for room in the read queue is released
     /// first (so the exit is seen and [`wait`](Self::wait) returns); queued writes are dropped.
     /// Idempotent and safe after exit.
-    pub async fn kill(&self) -> Result<(), AcpError> {
+    ///
+    /// Returns `true` when it killed the agent, `false` when the agent had already exited.
+    ///
+    /// # Errors
+    ///
+    /// [`AcpError::Sandbox`] when the sandbox could not be asked to kill the process.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe in effect: the transport is closed and the kill sent before the first await
+    /// point that can block; dropping the future may only lose the answer.
+    pub async fn kill(&self) -> Result<bool, AcpError> {
         self.shared.kill().await
     }
 }
@@ -310,7 +364,14 @@ impl Drop for AcpTransport {
 }
 
 impl Shared {
+    /// True once the agent's exit was observed. A failed output stream is not an exit: the
+    /// agent may still run, so stop and drop kill it.
     pub(crate) fn exit_known(&self) -> bool {
+        matches!(*self.exit_rx.borrow(), Some(Ok(_)))
+    }
+
+    /// True once waiting for the agent ended, with its exit or with a failed stream.
+    fn wait_ended(&self) -> bool {
         self.exit_rx.borrow().is_some()
     }
 
@@ -487,7 +548,8 @@ impl Shared {
         if self.exit_known() {
             return Ok(());
         }
-        if !self.output_failed.load(Ordering::Acquire) {
+        let mut unsupported = None;
+        if !self.output_failed.load(Ordering::Acquire) && !self.wait_ended() {
             let graceful = async {
                 let (ack_tx, ack_rx) = oneshot::channel();
                 if self.write_tx.send(WriteCmd::Eof(ack_tx)).is_ok()
@@ -499,6 +561,10 @@ impl Shared {
             };
             match tokio::time::timeout_at(grace_end, graceful).await {
                 Ok(Ok(())) => return Ok(()),
+                Ok(Err(e @ AcpError::Unsupported { .. })) => {
+                    tracing::debug!(error = %e, "cannot close the agent's stdin; killing it");
+                    unsupported = Some(e);
+                }
                 Ok(Err(e)) => {
                     tracing::debug!(error = %e, "graceful stop failed; killing the agent")
                 }
@@ -510,10 +576,14 @@ impl Shared {
         if let Ok(Err(e)) = tokio::time::timeout_at(deadline, self.process.kill()).await {
             return Err(e);
         }
-        match tokio::time::timeout_at(deadline, self.wait_exit()).await {
-            Ok(_) => Ok(()),
-            Err(_) => Err(AcpError::StopTimeout { timeout }),
+        if tokio::time::timeout_at(deadline, self.wait_exit())
+            .await
+            .is_err()
+        {
+            return Err(AcpError::StopTimeout { timeout });
         }
+        // The agent is gone, but not the way the caller asked: say why it had to be killed.
+        unsupported.map_or(Ok(()), Err)
     }
 
     fn mark_killed(&self) {
@@ -522,13 +592,14 @@ impl Shared {
         }
     }
 
-    pub(crate) async fn kill(&self) -> Result<(), AcpError> {
+    pub(crate) async fn kill(&self) -> Result<bool, AcpError> {
+        let running = !self.exit_known();
         self.closing.store(true, Ordering::Release);
         self.user_closed.store(true, Ordering::Release);
         self.mark_killed();
         self.halt_reads.cancel();
         self.halt_writes.cancel();
-        self.process.kill().await
+        Ok(self.process.kill().await? && running)
     }
 
     pub(crate) fn kill_on_drop(&self) {
@@ -736,7 +807,18 @@ async fn stderr_loop(
         let Ok(chunk) = item else { break };
         lock(&tail).push(&chunk);
         if let Some(cb) = callback.as_ref() {
-            match std::panic::catch_unwind(AssertUnwindSafe(|| cb(&chunk))) {
+            let outcome = match cb {
+                StderrCallback::Sync(cb) => {
+                    std::panic::catch_unwind(AssertUnwindSafe(|| cb(&chunk)))
+                }
+                StderrCallback::Async(cb) => {
+                    match std::panic::catch_unwind(AssertUnwindSafe(|| cb(chunk.clone()))) {
+                        Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
+                        Err(p) => Err(p),
+                    }
+                }
+            };
+            match outcome {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     if !callback_failed {

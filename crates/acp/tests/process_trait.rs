@@ -61,10 +61,10 @@ impl AgentProcess for Scripted {
             }
         })
     }
-    fn kill(&self) -> BoxFuture<'_, Result<(), AcpError>> {
+    fn kill(&self) -> BoxFuture<'_, Result<bool, AcpError>> {
         self.kills.fetch_add(1, Ordering::SeqCst);
-        self.killed.send_replace(true);
-        Box::pin(async { Ok(()) })
+        let was = self.killed.send_replace(true);
+        Box::pin(async move { Ok(!was) })
     }
     fn wait(&self) -> BoxFuture<'_, Result<ProcessExit, AcpError>> {
         let mut rx = self.killed.subscribe();
@@ -107,9 +107,11 @@ async fn stop_kills_when_closing_stdin_is_unsupported() {
     let (p, kills) = Scripted::new(stream::pending().boxed(), true);
     let t = AcpTransport::start(p, &AcpOptions::new()).unwrap();
     let t0 = Instant::now();
-    t.stop(Duration::from_secs(5)).await.unwrap();
+    let r = t.stop(Duration::from_secs(5)).await;
+    assert!(matches!(r, Err(AcpError::Unsupported { .. })), "{r:?}");
     assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
     assert_eq!(kills.load(Ordering::SeqCst), 1);
+    assert!(t.wait().await.unwrap().killed);
 }
 
 #[tokio::test]
@@ -131,8 +133,8 @@ async fn stop_is_bounded_when_the_exit_never_comes() {
         fn close_stdin(&self) -> BoxFuture<'_, Result<(), AcpError>> {
             Box::pin(async { Ok(()) })
         }
-        fn kill(&self) -> BoxFuture<'_, Result<(), AcpError>> {
-            Box::pin(async { Ok(()) })
+        fn kill(&self) -> BoxFuture<'_, Result<bool, AcpError>> {
+            Box::pin(async { Ok(true) })
         }
         fn wait(&self) -> BoxFuture<'_, Result<ProcessExit, AcpError>> {
             Box::pin(std::future::pending())

@@ -260,3 +260,142 @@ async fn through_the_e2b_facade_sandbox_local() {
     eventually_dead(pid).await;
     sandbox.kill().await.unwrap();
 }
+
+/// A TCP proxy to `target` whose live connections can be cut while it keeps accepting new ones
+/// (the daemon and the agent live on; only the streams break).
+struct CuttableProxy {
+    url: String,
+    conns: std::sync::Arc<std::sync::Mutex<tokio::task::JoinSet<()>>>,
+    _accept: tokio::task::JoinHandle<()>,
+}
+
+impl CuttableProxy {
+    async fn start(target: std::net::SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let conns = std::sync::Arc::new(std::sync::Mutex::new(tokio::task::JoinSet::new()));
+        let set = conns.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                set.lock().unwrap().spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Self {
+            url,
+            conns,
+            _accept: accept,
+        }
+    }
+
+    fn cut(&self) {
+        self.conns.lock().unwrap().abort_all();
+    }
+}
+
+async fn commands_for(url: String, envd: &e2b_test_support::TestEnvd) -> Commands {
+    let mut ep = EnvdEndpoint::new(url);
+    if let Some(t) = envd.access_token() {
+        ep = ep.access_token(t);
+    }
+    Commands::new(EnvdConnection::new(ep).unwrap())
+}
+
+// Issue 15: a failed output stream is not an exit. The agent keeps running in the sandbox after
+// the stream breaks, so stop() must kill it.
+#[tokio::test]
+async fn stop_kills_an_agent_whose_stream_was_cut() {
+    let envd = e2b_test_support::spawn_envd().await;
+    let proxy = CuttableProxy::start(envd.addr()).await;
+    let c = commands_for(proxy.url.clone(), &envd).await;
+    let t = start(&c, &[], AcpOptions::new()).await;
+    request(&t, 1, "_fake/echo", json!({})).await;
+    let pid = t.pid();
+    proxy.cut();
+    // the stream failure reaches the transport
+    let end = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match t.recv().await {
+                Some(Ok(_)) => continue,
+                other => break other,
+            }
+        }
+    })
+    .await
+    .expect("the cut stream ends the transport's input");
+    assert!(matches!(end, Some(Err(_)) | None), "{end:?}");
+    assert!(alive(pid), "the agent outlives its stream");
+    t.stop(Duration::from_secs(5)).await.unwrap();
+    eventually_dead(pid).await;
+}
+
+// Issue 15: the same for drop.
+#[tokio::test]
+async fn drop_kills_an_agent_whose_stream_was_cut() {
+    let envd = e2b_test_support::spawn_envd().await;
+    let proxy = CuttableProxy::start(envd.addr()).await;
+    let c = commands_for(proxy.url.clone(), &envd).await;
+    let t = start(&c, &[], AcpOptions::new()).await;
+    request(&t, 1, "_fake/echo", json!({})).await;
+    let pid = t.pid();
+    proxy.cut();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(Ok(_)) = t.recv().await {}
+    })
+    .await
+    .expect("the cut stream ends the transport's input");
+    // wait() reports the broken stream, not an exit
+    assert!(t.wait().await.is_err());
+    assert!(alive(pid));
+    drop(t);
+    eventually_dead(pid).await;
+}
+
+// Issue 15: stop() on an envd without stdin close (0.5.1) reports Unsupported and still ends the
+// agent.
+#[tokio::test]
+async fn stop_on_envd_0_5_1_reports_unsupported_and_kills() {
+    let envd = e2b_test_support::spawn_envd_with(|c| c.with_envd_version("0.5.1")).await;
+    let mut ep = EnvdEndpoint::new(envd.url()).envd_version("0.5.1".parse().unwrap());
+    if let Some(t) = envd.access_token() {
+        ep = ep.access_token(t);
+    }
+    let c = Commands::new(EnvdConnection::new(ep).unwrap());
+    let t = start(&c, &[], AcpOptions::new()).await;
+    request(&t, 1, "_fake/echo", json!({})).await;
+    let pid = t.pid();
+    let err = t.stop(Duration::from_secs(5)).await.unwrap_err();
+    match &err {
+        AcpError::Unsupported {
+            required, actual, ..
+        } => {
+            assert_eq!(required, "0.5.2");
+            assert_eq!(actual, "0.5.1");
+        }
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+    assert!(err.to_string().contains("0.5.2"), "{err}");
+    eventually_dead(pid).await;
+    assert!(t.wait().await.unwrap().killed);
+}
+
+// Issue 15: kill() says whether it killed.
+#[tokio::test]
+async fn kill_returns_whether_it_killed_through_the_daemon() {
+    let (_envd, c) = sandbox().await;
+    let t = start(&c, &[], AcpOptions::new()).await;
+    request(&t, 1, "_fake/echo", json!({})).await;
+    assert!(t.kill().await.unwrap(), "a running agent is killed");
+    assert!(t.wait().await.unwrap().killed);
+    assert!(
+        !t.kill().await.unwrap(),
+        "an agent that exited is not killed again"
+    );
+
+    let t = start(&c, &["--actions", r#"[{"exit":0}]"#], AcpOptions::new()).await;
+    assert!(t.wait().await.unwrap().success());
+    assert!(!t.kill().await.unwrap(), "an agent that exited on its own");
+}

@@ -265,3 +265,19 @@ async fn out_of_order_responses_are_routed() {
     assert_eq!(slow.unwrap()["n"], 1);
     assert_eq!(fast.unwrap()["n"], 2);
 }
+
+// Issue 15: a connect dropped mid-start kills what it started (the driver task used to keep
+// the transport, and so the agent, alive).
+#[tokio::test]
+async fn dropping_connect_mid_start_kills_the_agent() {
+    let p = LocalProcess::spawn(FAKE, &[] as &[&str]).unwrap();
+    let pid = e2b_acp::AgentProcess::pid(&p);
+    let fut = AcpAgent::connect(p, Client.v1(), AcpOptions::new());
+    let mut fut = Box::pin(fut);
+    // One poll: the transport and the driver task are started, the connection is not handed
+    // out yet (the driver has not run: this runtime is single-threaded and we do not yield).
+    assert!(futures::poll!(fut.as_mut()).is_pending());
+    assert!(common::alive(pid));
+    drop(fut);
+    common::eventually_dead(pid).await;
+}

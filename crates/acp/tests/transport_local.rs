@@ -548,3 +548,48 @@ async fn queued_replies_are_bounded_by_bytes() {
     );
     t.kill().await.unwrap();
 }
+
+// Issue 15: the stderr callback may be async; it is awaited per chunk, in order.
+#[tokio::test]
+async fn async_stderr_callback_gets_every_byte_in_order() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let s2 = seen.clone();
+    let opts = AcpOptions::new().on_stderr_async(move |chunk| {
+        let s2 = s2.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            s2.lock().unwrap().extend_from_slice(&chunk);
+            Ok(())
+        }
+    });
+    let t = start(&["--actions", r#"[{"stderr": 200000}]"#], opts);
+    request(&t, 1, "_fake/echo", json!({})).await;
+    t.stop(Duration::from_secs(5)).await.unwrap();
+    t.wait().await.unwrap();
+    for _ in 0..100 {
+        if seen.lock().unwrap().ends_with(b"stderr done\n") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let got = seen.lock().unwrap().clone();
+    let mut want = vec![b'e'; 200000];
+    want.extend_from_slice(b"\nstderr done\n");
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "bytes out of order or altered");
+}
+
+#[tokio::test]
+async fn panicking_async_stderr_callback_does_not_break_the_transport() {
+    let opts = AcpOptions::new().on_stderr_async(|_| async { panic!("boom") });
+    let t = start(&["--actions", r#"[{"stderr": 1000}]"#], opts);
+    let (r, _) = request(&t, 1, "_fake/echo", json!({"x":1})).await;
+    assert_eq!(r["result"], json!({"x":1}));
+    for _ in 0..100 {
+        if t.stderr_tail().ends_with("stderr done\n") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("stderr stopped draining after the callback panicked");
+}

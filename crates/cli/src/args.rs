@@ -30,6 +30,12 @@ pub enum Command {
     /// Serve MCP exec tools (exec_command, upload_file, download_file, ...) over stdio or
     /// Streamable HTTP, running in a sandbox.
     ExecServer(e2b_exec_server::ExecServerArgs),
+    /// Manage sandboxes through E2B's API: create, list, info, kill, timeout, pause, resume,
+    /// connect (E2B's cloud with E2B_API_KEY, or `e2b serve` with E2B_API_URL).
+    #[command(visible_alias = "sbx")]
+    Sandbox(crate::sandbox_cmd::SandboxCommandArgs),
+    /// Move files in and out of a sandbox: put, get, ls.
+    Files(crate::files_cmd::FilesArgs),
     /// Serve E2B's sandbox API on this machine: point E2B_API_URL, E2B_SANDBOX_URL and
     /// E2B_API_KEY at it and the official SDKs create, list, pause and kill local sandboxes.
     Serve(e2b_serve::ServeArgs),
@@ -44,6 +50,10 @@ pub struct SandboxArgs {
     /// Access token of the envd at --sandbox.
     #[arg(long, env = "E2B_ACCESS_TOKEN", hide_env_values = true)]
     pub access_token: Option<String>,
+    /// Work in this existing sandbox of E2B's API (cloud or `e2b serve`; E2B_API_KEY,
+    /// E2B_API_URL); it is resumed if paused and keeps running afterwards.
+    #[arg(long, value_name = "ID")]
+    pub sandbox_id: Option<String>,
 }
 
 /// `e2b run`.

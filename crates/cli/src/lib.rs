@@ -3,7 +3,9 @@
 //! they can be embedded and tested.
 
 pub mod args;
+pub mod files_cmd;
 mod run;
+pub mod sandbox_cmd;
 mod serve;
 
 pub use args::{AcpArgs, Cli, Command, RunArgs, SandboxArgs};

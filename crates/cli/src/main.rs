@@ -5,8 +5,14 @@ use std::process::ExitCode;
 use clap::Parser as _;
 use e2b_cli::{Cli, Command};
 
+fn main() -> ExitCode {
+    // Builds the sandbox when this is the re-execution for `--isolate` (before any thread).
+    e2b_envd::EnvdArgs::enter_sandbox_if_child();
+    async_main()
+}
+
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn async_main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("E2B_LOG")
@@ -25,6 +31,18 @@ async fn main() -> ExitCode {
         ),
         Command::Run(args) => ("run", e2b_cli::run(args).await.map_err(|e| e.to_string())),
         Command::Acp(args) => ("acp", e2b_cli::acp(args).await.map_err(|e| e.to_string())),
+        Command::Sandbox(args) => (
+            "sandbox",
+            e2b_cli::sandbox_cmd::sandbox(args)
+                .await
+                .map_err(|e| e.to_string()),
+        ),
+        Command::Files(args) => (
+            "files",
+            e2b_cli::files_cmd::files(args)
+                .await
+                .map_err(|e| e.to_string()),
+        ),
         Command::Serve(args) => ("serve", e2b_cli::serve(args).await),
         Command::ExecServer(args) => (
             "exec-server",

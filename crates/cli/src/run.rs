@@ -23,8 +23,12 @@ pub enum CliError {
     Acp(#[from] e2b_acp::AcpError),
 }
 
-/// Opens the sandbox the flags name: an envd at `--sandbox`, else the embedded local one.
+/// Opens the sandbox the flags name: an existing sandbox of E2B's API at `--sandbox-id`, an
+/// envd at `--sandbox`, else the embedded local one.
 pub async fn open_sandbox(args: &SandboxArgs) -> Result<Sandbox, CliError> {
+    if let Some(id) = &args.sandbox_id {
+        return Ok(crate::sandbox_cmd::open_by_id(id).await?);
+    }
     Ok(match &args.sandbox {
         Some(url) => {
             let mut endpoint = EnvdEndpoint::new(url.clone());

@@ -163,9 +163,12 @@ impl Commands {
             tag: opts.tag.clone(),
             stdin,
         };
-        let mut call = CallOptions::streaming().deadline(timeout);
-        call.keepalive = Some(opts.keepalive.unwrap_or(DEFAULT_KEEPALIVE_INTERVAL));
-        call.user = opts.user.clone();
+        let mut call = CallOptions::streaming()
+            .deadline(timeout)
+            .keepalive(opts.keepalive.unwrap_or(DEFAULT_KEEPALIVE_INTERVAL));
+        if let Some(user) = &opts.user {
+            call = call.user(user);
+        }
         let req = self.conn.request(request, &call)?;
         let request_timeout = opts.request_timeout.unwrap_or(self.request_timeout);
         let conn = self.conn.clone();
@@ -295,8 +298,9 @@ impl Commands {
         opts: ConnectOptions,
     ) -> Result<CommandHandle, CommandError> {
         let selector = selector.into();
-        let mut call = CallOptions::streaming().without_user();
-        call.keepalive = Some(opts.keepalive.unwrap_or(DEFAULT_KEEPALIVE_INTERVAL));
+        let call = CallOptions::streaming()
+            .without_user()
+            .keepalive(opts.keepalive.unwrap_or(DEFAULT_KEEPALIVE_INTERVAL));
         let req = self.conn.request(
             ConnectRequest {
                 process: Some(selector.to_proto()),

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::Via;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -20,48 +22,43 @@ fn producer(marker: &std::path::Path) -> String {
     format!("head -c {TOTAL} /dev/zero; touch {}", marker.display())
 }
 
-#[tokio::test]
-async fn a_stalled_callback_stalls_the_producer_and_nothing_is_lost() {
-    for t in common::TRANSPORTS {
-        let env = common::env_with(t).await;
-        let marker = env.envd.workdir().join("done");
-        let gate = Arc::new(tokio::sync::Semaphore::new(0));
-        let seen = Arc::new(AtomicUsize::new(0));
-        let (g2, s2) = (gate.clone(), seen.clone());
-        let h = env
-            .commands
-            .start_streaming(
-                producer(&marker),
-                CommandOptions::new().on_stdout(OutputCallback::bytes_async(
-                    move |b: bytes::Bytes| {
-                        let (g, s) = (g2.clone(), s2.clone());
-                        async move {
-                            // Block until released.
-                            g.acquire().await.unwrap().forget();
-                            s.fetch_add(b.len(), Ordering::SeqCst);
-                        }
-                    },
-                )),
-            )
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        assert!(
-            !marker.exists(),
-            "{t:?}: the producer finished although the callback never returned"
-        );
-        assert_eq!(seen.load(Ordering::SeqCst), 0);
-        gate.add_permits(usize::MAX >> 4);
-        let out = h.wait().await.unwrap();
-        assert_eq!(out.exit_code, 0);
-        assert_eq!(seen.load(Ordering::SeqCst), TOTAL, "{t:?}: nothing lost");
-        assert!(marker.exists());
-    }
+async fn a_stalled_callback_stalls_the_producer_and_nothing_is_lost(via: Via) {
+    let env = common::env_via(via).await;
+    let marker = env.envd.workdir().join("done");
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let seen = Arc::new(AtomicUsize::new(0));
+    let (g2, s2) = (gate.clone(), seen.clone());
+    let h = env
+        .commands
+        .start_streaming(
+            producer(&marker),
+            CommandOptions::new().on_stdout(OutputCallback::bytes_async(move |b: bytes::Bytes| {
+                let (g, s) = (g2.clone(), s2.clone());
+                async move {
+                    // Block until released.
+                    g.acquire().await.unwrap().forget();
+                    s.fetch_add(b.len(), Ordering::SeqCst);
+                }
+            })),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !marker.exists(),
+        "{via:?}: the producer finished although the callback never returned"
+    );
+    assert_eq!(seen.load(Ordering::SeqCst), 0);
+    gate.add_permits(usize::MAX >> 4);
+    let out = h.wait().await.unwrap();
+    assert_eq!(out.exit_code, 0);
+    assert_eq!(seen.load(Ordering::SeqCst), TOTAL, "{via:?}: nothing lost");
+    assert!(marker.exists());
 }
+common::transport_cases!(a_stalled_callback_stalls_the_producer_and_nothing_is_lost: h2c, grpc_web, in_process);
 
-#[tokio::test]
-async fn a_slow_callback_slows_the_producer() {
-    let env = common::env().await;
+async fn a_slow_callback_slows_the_producer(via: Via) {
+    let env = common::env_via(via).await;
     let seen = Arc::new(AtomicUsize::new(0));
     let span: Arc<std::sync::Mutex<(Option<std::time::Instant>, Option<std::time::Instant>)>> =
         Arc::default();
@@ -111,10 +108,10 @@ async fn a_slow_callback_slows_the_producer() {
         "producer took {producer:?} while the callbacks took {consumer:?}"
     );
 }
+common::transport_cases!(a_slow_callback_slows_the_producer: h2c, in_process);
 
-#[tokio::test]
-async fn an_unread_event_stream_stalls_the_producer_and_nothing_is_lost() {
-    let env = common::env().await;
+async fn an_unread_event_stream_stalls_the_producer_and_nothing_is_lost(via: Via) {
+    let env = common::env_via(via).await;
     let marker = env.envd.workdir().join("done");
     let mut h = env
         .commands
@@ -140,3 +137,4 @@ async fn an_unread_event_stream_stalls_the_producer_and_nothing_is_lost() {
     assert_eq!(exit.unwrap().exit_code, 0);
     assert!(marker.exists());
 }
+common::transport_cases!(an_unread_event_stream_stalls_the_producer_and_nothing_is_lost: h2c, in_process);

@@ -3,14 +3,15 @@
 
 mod common;
 
+use common::Via;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use e2b_commands::{CommandError, CommandOptions, ConnectOptions, OutputCallback};
 
-#[tokio::test]
-async fn connect_by_pid_and_by_tag() {
-    let env = common::env().await;
+async fn connect_by_pid_and_by_tag(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start(
@@ -37,10 +38,10 @@ async fn connect_by_pid_and_by_tag() {
         assert_eq!(out.stdout, "after\n");
     }
 }
+common::transport_cases!(connect_by_pid_and_by_tag: h2c, in_process);
 
-#[tokio::test]
-async fn connect_to_unknown_pid_is_not_found() {
-    let env = common::env().await;
+async fn connect_to_unknown_pid_is_not_found(via: Via) {
+    let env = common::env_via(via).await;
     let err = env
         .commands
         .connect(999_999u32, ConnectOptions::new())
@@ -55,16 +56,10 @@ async fn connect_to_unknown_pid_is_not_found() {
         .unwrap_err();
     assert!(err.is_not_found(), "{err:?}");
 }
+common::transport_cases!(connect_to_unknown_pid_is_not_found: h2c, in_process);
 
-#[tokio::test]
-async fn reconnect_after_disconnect() {
-    for t in common::TRANSPORTS {
-        reconnect_after_disconnect_on(t).await;
-    }
-}
-
-async fn reconnect_after_disconnect_on(t: e2b_commands::Transport) {
-    let env = common::env_with(t).await;
+async fn reconnect_after_disconnect(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start(
@@ -99,10 +94,10 @@ async fn reconnect_after_disconnect_on(t: e2b_commands::Transport) {
     assert!(out.stdout.ends_with("30\n"), "{}", out.stdout);
     assert_eq!(*seen.lock().unwrap(), out.stdout);
 }
+common::transport_cases!(reconnect_after_disconnect: h2c, grpc_web, in_process);
 
-#[tokio::test]
-async fn connect_timeout_stops_following_but_does_not_kill() {
-    let env = common::env().await;
+async fn connect_timeout_stops_following_but_does_not_kill(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start("sleep 2", CommandOptions::new())
@@ -132,10 +127,10 @@ async fn connect_timeout_stops_following_but_does_not_kill() {
     );
     assert_eq!(h.wait().await.unwrap().exit_code, 0);
 }
+common::transport_cases!(connect_timeout_stops_following_but_does_not_kill: h2c, in_process);
 
-#[tokio::test]
-async fn list_shows_running_processes() {
-    let env = common::env().await;
+async fn list_shows_running_processes(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start(
@@ -159,3 +154,4 @@ async fn list_shows_running_processes() {
     let list = env.commands.list().await.unwrap();
     assert!(list.iter().all(|p| p.pid != h.pid()));
 }
+common::transport_cases!(list_shows_running_processes: h2c, in_process);

@@ -5,17 +5,18 @@
 
 mod common;
 
+use common::Via;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use e2b_commands::{CommandError, CommandHandle, CommandOptions, OutputCallback};
 
 const TICKER: &str = "for i in $(seq 1 200); do echo $i; sleep 0.02; done";
 
-#[tokio::test]
-async fn no_callback_runs_after_disconnect_returns() {
-    let env = common::env().await;
+async fn no_callback_runs_after_disconnect_returns(via: Via) {
+    let env = common::env_via(via).await;
     let calls = Arc::new(AtomicUsize::new(0));
     let c2 = calls.clone();
     let h = env
@@ -34,12 +35,10 @@ async fn no_callback_runs_after_disconnect_returns() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let t0 = Instant::now();
-    h.disconnect().await;
-    assert!(
-        t0.elapsed() < Duration::from_millis(100),
-        "prompt when idle"
-    );
+    // A hang guard, not a timing claim: disconnect has nothing to wait for.
+    tokio::time::timeout(Duration::from_secs(10), h.disconnect())
+        .await
+        .expect("disconnect returns when idle");
     let after = calls.load(Ordering::SeqCst);
     assert!(after > 0);
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -63,10 +62,10 @@ async fn no_callback_runs_after_disconnect_returns() {
     );
     env.commands.kill(h.pid()).await.unwrap();
 }
+common::transport_cases!(no_callback_runs_after_disconnect_returns: h2c, in_process);
 
-#[tokio::test]
-async fn disconnect_is_prompt_during_an_in_flight_async_callback() {
-    let env = common::env().await;
+async fn disconnect_is_prompt_during_an_in_flight_async_callback(via: Via) {
+    let env = common::env_via(via).await;
     let entered = Arc::new(tokio::sync::Notify::new());
     let calls = Arc::new(AtomicUsize::new(0));
     let (e2, c2) = (entered.clone(), calls.clone());
@@ -86,9 +85,11 @@ async fn disconnect_is_prompt_during_an_in_flight_async_callback() {
         .await
         .unwrap();
     entered.notified().await;
-    let t0 = Instant::now();
-    h.disconnect().await;
-    assert!(t0.elapsed() < Duration::from_millis(100));
+    // The callback sleeps 30 s: returning well before that shows disconnect does not wait
+    // for an in-flight callback.
+    tokio::time::timeout(Duration::from_secs(10), h.disconnect())
+        .await
+        .expect("disconnect does not wait for the in-flight callback");
     let err = tokio::time::timeout(Duration::from_secs(2), h.wait())
         .await
         .expect("wait resolves promptly")
@@ -98,10 +99,10 @@ async fn disconnect_is_prompt_during_an_in_flight_async_callback() {
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     env.commands.kill(h.pid()).await.unwrap();
 }
+common::transport_cases!(disconnect_is_prompt_during_an_in_flight_async_callback: h2c, in_process);
 
-#[tokio::test]
-async fn disconnect_from_inside_a_callback() {
-    let env = common::env().await;
+async fn disconnect_from_inside_a_callback(via: Via) {
+    let env = common::env_via(via).await;
     let slot: Arc<Mutex<Option<CommandHandle>>> = Arc::new(Mutex::new(None));
     let calls = Arc::new(AtomicUsize::new(0));
     let (s2, c2) = (slot.clone(), calls.clone());
@@ -133,10 +134,10 @@ async fn disconnect_from_inside_a_callback() {
     assert_eq!(calls.load(Ordering::SeqCst), n);
     env.commands.kill(h.pid()).await.unwrap();
 }
+common::transport_cases!(disconnect_from_inside_a_callback: h2c, in_process);
 
-#[tokio::test]
-async fn exit_code_is_kept_when_disconnected_after_the_end() {
-    let env = common::env().await;
+async fn exit_code_is_kept_when_disconnected_after_the_end(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start("echo bye; exit 42", CommandOptions::new())
@@ -150,10 +151,10 @@ async fn exit_code_is_kept_when_disconnected_after_the_end() {
     assert_eq!(out.exit_code, 42);
     assert_eq!(out.stdout, "bye\n");
 }
+common::transport_cases!(exit_code_is_kept_when_disconnected_after_the_end: h2c, in_process);
 
-#[tokio::test]
-async fn exit_code_is_kept_for_a_reconnect_after_the_process_ended() {
-    let env = common::env().await;
+async fn exit_code_is_kept_for_a_reconnect_after_the_process_ended(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start("sleep 0.3; exit 9", CommandOptions::new())
@@ -169,6 +170,7 @@ async fn exit_code_is_kept_for_a_reconnect_after_the_process_ended() {
         .unwrap();
     assert_eq!(again.wait().await.unwrap().exit_code, 9);
 }
+common::transport_cases!(exit_code_is_kept_for_a_reconnect_after_the_process_ended: h2c, in_process);
 
 #[derive(Debug)]
 struct Boom;
@@ -179,9 +181,8 @@ impl std::fmt::Display for Boom {
 }
 impl std::error::Error for Boom {}
 
-#[tokio::test]
-async fn an_async_callback_error_is_surfaced_by_wait() {
-    let env = common::env().await;
+async fn an_async_callback_error_is_surfaced_by_wait(via: Via) {
+    let env = common::env_via(via).await;
     let failed = Arc::new(AtomicBool::new(false));
     let f2 = failed.clone();
     let h = env
@@ -214,10 +215,10 @@ async fn an_async_callback_error_is_surfaced_by_wait() {
     assert!(err.to_string().contains("keeps running"), "{err}");
     assert!(h.kill().await.unwrap());
 }
+common::transport_cases!(an_async_callback_error_is_surfaced_by_wait: h2c, in_process);
 
-#[tokio::test]
-async fn a_sync_callback_error_is_surfaced_by_run() {
-    let env = common::env().await;
+async fn a_sync_callback_error_is_surfaced_by_run(via: Via) {
+    let env = common::env_via(via).await;
     let err = env
         .commands
         .run(
@@ -230,10 +231,10 @@ async fn a_sync_callback_error_is_surfaced_by_run() {
         .unwrap_err();
     assert!(matches!(err, CommandError::Callback { .. }), "{err:?}");
 }
+common::transport_cases!(a_sync_callback_error_is_surfaced_by_run: h2c, in_process);
 
-#[tokio::test]
-async fn a_panicking_callback_does_not_hang_wait() {
-    let env = common::env().await;
+async fn a_panicking_callback_does_not_hang_wait(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start(
@@ -254,3 +255,4 @@ async fn a_panicking_callback_does_not_hang_wait() {
     assert!(err.to_string().contains("callback bug"), "{err}");
     h.kill().await.unwrap();
 }
+common::transport_cases!(a_panicking_callback_does_not_hang_wait: h2c, in_process);

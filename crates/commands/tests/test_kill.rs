@@ -3,35 +3,34 @@
 
 mod common;
 
+use common::Via;
+
 use std::time::Duration;
 
 use e2b_commands::{CommandOptions, Signal};
 
-#[tokio::test]
-async fn kill_live_and_unknown() {
-    for t in common::TRANSPORTS {
-        let env = common::env_with(t).await;
-        let h = env
-            .commands
-            .start("sleep 30", CommandOptions::new())
-            .await
-            .unwrap();
-        assert!(env.commands.kill(h.pid()).await.unwrap());
-        let out = h.wait().await.unwrap();
-        assert_eq!(out.signal, Some(9), "{t:?}");
-        assert_eq!(out.exit_code, -1);
-        assert!(!out.success());
-        assert_eq!(out.status.code_or_128_plus_signal(), 137);
-        assert!(
-            !env.commands.kill(999_999).await.unwrap(),
-            "unknown pid → false"
-        );
-    }
+async fn kill_live_and_unknown(via: Via) {
+    let env = common::env_via(via).await;
+    let h = env
+        .commands
+        .start("sleep 30", CommandOptions::new())
+        .await
+        .unwrap();
+    assert!(env.commands.kill(h.pid()).await.unwrap());
+    let out = h.wait().await.unwrap();
+    assert_eq!(out.signal, Some(9), "{via:?}");
+    assert_eq!(out.exit_code, -1);
+    assert!(!out.success());
+    assert_eq!(out.status.code_or_128_plus_signal(), 137);
+    assert!(
+        !env.commands.kill(999_999).await.unwrap(),
+        "unknown pid → false"
+    );
 }
+common::transport_cases!(kill_live_and_unknown: h2c, grpc_web, in_process);
 
-#[tokio::test]
-async fn sigterm_via_handle() {
-    let env = common::env().await;
+async fn sigterm_via_handle(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start("exec sleep 30", CommandOptions::new())
@@ -43,10 +42,10 @@ async fn sigterm_via_handle() {
     assert_eq!(out.error.as_deref(), Some("signal: terminated"));
     assert!(!env.commands.signal(999_999, Signal::Term).await.unwrap());
 }
+common::transport_cases!(sigterm_via_handle: h2c, in_process);
 
-#[tokio::test]
-async fn kill_reaches_the_whole_process_group() {
-    let env = common::env().await;
+async fn kill_reaches_the_whole_process_group(via: Via) {
+    let env = common::env_via(via).await;
     let marker = env.envd.workdir().join("grandchild-survived");
     let h = env
         .commands
@@ -62,3 +61,4 @@ async fn kill_reaches_the_whole_process_group() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(!marker.exists());
 }
+common::transport_cases!(kill_reaches_the_whole_process_group: h2c, in_process);

@@ -3,14 +3,15 @@
 
 mod common;
 
+use common::Via;
+
 use std::time::Duration;
 
 use e2b_commands::{CommandEvent, CommandOptions, PtySize};
 use futures::StreamExt as _;
 
-#[tokio::test]
-async fn pty_command_sees_a_terminal_of_the_given_size() {
-    let env = common::env().await;
+async fn pty_command_sees_a_terminal_of_the_given_size(via: Via) {
+    let env = common::env_via(via).await;
     let out = env
         .commands
         .run(
@@ -22,10 +23,10 @@ async fn pty_command_sees_a_terminal_of_the_given_size() {
     assert!(out.stdout.starts_with("/dev/pts/"), "{:?}", out.stdout);
     assert!(out.stdout.contains("30 100"), "{:?}", out.stdout);
 }
+common::transport_cases!(pty_command_sees_a_terminal_of_the_given_size: h2c, in_process);
 
-#[tokio::test]
-async fn pty_input_resize_and_events() {
-    let env = common::env().await;
+async fn pty_input_resize_and_events(via: Via) {
+    let env = common::env_via(via).await;
     let mut h = env
         .commands
         .start(
@@ -52,10 +53,10 @@ async fn pty_input_resize_and_events() {
     assert!(text.contains("got:hello"), "{text:?}");
     assert_eq!(h.stdout(), text, "PTY output is retained as stdout");
 }
+common::transport_cases!(pty_input_resize_and_events: h2c, in_process);
 
-#[tokio::test]
-async fn user_option_selects_the_user_and_unknown_users_teach() {
-    let env = common::env().await;
+async fn user_option_selects_the_user_and_unknown_users_teach(via: Via) {
+    let env = common::env_via(via).await;
     let me = env
         .commands
         .run("id -un", CommandOptions::new())
@@ -76,10 +77,10 @@ async fn user_option_selects_the_user_and_unknown_users_teach() {
     assert!(err.to_string().contains("no-such-user-xyz"), "{err}");
     assert!(err.to_string().contains("user exists"), "{err}");
 }
+common::transport_cases!(user_option_selects_the_user_and_unknown_users_teach: h2c, in_process);
 
-#[tokio::test]
-async fn keepalive_events_keep_an_idle_stream_open() {
-    let env = common::env().await;
+async fn keepalive_events_keep_an_idle_stream_open(via: Via) {
+    let env = common::env_via(via).await;
     // A 1 s keepalive on a 2.5 s silent command: keepalives flow and are ignored.
     let out = env
         .commands
@@ -91,3 +92,4 @@ async fn keepalive_events_keep_an_idle_stream_open() {
         .unwrap();
     assert_eq!(out.stdout, "awake\n");
 }
+common::transport_cases!(keepalive_events_keep_an_idle_stream_open: h2c, in_process);

@@ -3,28 +3,27 @@
 
 mod common;
 
+use common::Via;
+
 use e2b_commands::{CommandError, CommandLine, CommandOptions};
 
-#[tokio::test]
-async fn run_echo_on_both_transports() {
-    for t in common::TRANSPORTS {
-        let env = common::env_with(t).await;
-        let out = env
-            .commands
-            .run("echo hello; echo oops >&2", CommandOptions::new())
-            .await
-            .unwrap();
-        assert_eq!(out.stdout, "hello\n", "{t:?}");
-        assert_eq!(out.stderr, "oops\n", "{t:?}");
-        assert_eq!(out.exit_code, 0);
-        assert!(out.success());
-        assert_eq!(&out.stdout_bytes[..], b"hello\n");
-    }
+async fn run_echo(via: Via) {
+    let env = common::env_via(via).await;
+    let out = env
+        .commands
+        .run("echo hello; echo oops >&2", CommandOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "hello\n", "{via:?}");
+    assert_eq!(out.stderr, "oops\n", "{via:?}");
+    assert_eq!(out.exit_code, 0);
+    assert!(out.success());
+    assert_eq!(&out.stdout_bytes[..], b"hello\n");
 }
+common::transport_cases!(run_echo: h2c, grpc_web, in_process);
 
-#[tokio::test]
-async fn non_zero_exit_is_data_and_check_makes_it_an_error() {
-    let env = common::env().await;
+async fn non_zero_exit_is_data_and_check_makes_it_an_error(via: Via) {
+    let env = common::env_via(via).await;
     let out = env
         .commands
         .run("echo out; echo err >&2; exit 3", CommandOptions::new())
@@ -48,10 +47,10 @@ async fn non_zero_exit_is_data_and_check_makes_it_an_error() {
         .unwrap_err();
     assert_eq!(err.exit_code(), Some(4));
 }
+common::transport_cases!(non_zero_exit_is_data_and_check_makes_it_an_error: h2c, in_process);
 
-#[tokio::test]
-async fn special_characters_and_multiline() {
-    let env = common::env().await;
+async fn special_characters_and_multiline(via: Via) {
+    let env = common::env_via(via).await;
     let special = r#"!@#$%^&*()_+-=[]{}|;':",./<>?`~ äöü €𝄞"#;
     let out = env
         .commands
@@ -72,14 +71,14 @@ async fn special_characters_and_multiline() {
         .unwrap();
     assert_eq!(out.stdout, "line1\nline2\nline3\n");
 }
+common::transport_cases!(special_characters_and_multiline: h2c, in_process);
 
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-#[tokio::test]
-async fn cwd_envs_and_exec_without_shell() {
-    let env = common::env().await;
+async fn cwd_envs_and_exec_without_shell(via: Via) {
+    let env = common::env_via(via).await;
     let dir = env.envd.workdir().join("sub dir");
     std::fs::create_dir_all(&dir).unwrap();
     let out = env
@@ -114,10 +113,10 @@ async fn cwd_envs_and_exec_without_shell() {
         .unwrap();
     assert_eq!(out.stdout, "$HOME|a b");
 }
+common::transport_cases!(cwd_envs_and_exec_without_shell: h2c, in_process);
 
-#[tokio::test]
-async fn missing_cwd_is_invalid_argument() {
-    let env = common::env().await;
+async fn missing_cwd_is_invalid_argument(via: Via) {
+    let env = common::env_via(via).await;
     let err = env
         .commands
         .run("true", CommandOptions::new().cwd("/definitely/not/here"))
@@ -128,10 +127,10 @@ async fn missing_cwd_is_invalid_argument() {
         "{err:?}"
     );
 }
+common::transport_cases!(missing_cwd_is_invalid_argument: h2c, in_process);
 
-#[tokio::test]
-async fn run_futures_are_send() {
-    let env = common::env().await;
+async fn run_futures_are_send(via: Via) {
+    let env = common::env_via(via).await;
     let c = env.commands.clone();
     let out = tokio::spawn(async move { c.run("echo spawned", CommandOptions::new()).await })
         .await
@@ -139,3 +138,4 @@ async fn run_futures_are_send() {
         .unwrap();
     assert_eq!(out.stdout, "spawned\n");
 }
+common::transport_cases!(run_futures_are_send: h2c, in_process);

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::Via;
+
 use std::time::Duration;
 
 use e2b_commands::{CommandError, CommandOptions, Commands, EnvdConnection, EnvdEndpoint};
@@ -27,41 +29,40 @@ async fn proxy(target: std::net::SocketAddr) -> (String, JoinSet<()>) {
     (url, set)
 }
 
-#[tokio::test]
-async fn wait_reports_a_vanished_sandbox() {
-    for t in common::TRANSPORTS {
-        let envd = e2b_test_support::spawn_envd().await;
-        let (url, mut cut) = proxy(envd.addr()).await;
-        let mut ep = EnvdEndpoint::new(url).transport(t);
-        if let Some(tok) = envd.access_token() {
-            ep = ep.access_token(tok);
-        }
-        let commands = Commands::new(EnvdConnection::new(ep).unwrap());
-        let h = commands
-            .start("echo started; sleep 30", CommandOptions::new())
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        cut.abort_all(); // the "sandbox" is gone: no end event, nothing listening
-        while cut.join_next().await.is_some() {}
-        let err = tokio::time::timeout(Duration::from_secs(10), h.wait())
-            .await
-            .expect("wait resolves")
-            .unwrap_err();
-        assert!(
-            matches!(err, CommandError::SandboxUnavailable { .. }),
-            "{t:?}: {err:?}"
-        );
-        assert!(
-            err.to_string()
-                .contains("killed or reached its end of life"),
-            "{err}"
-        );
-        // A new call teaches the same.
-        let err = commands.list().await.unwrap_err();
-        assert!(
-            matches!(err, CommandError::SandboxUnavailable { .. }),
-            "{err:?}"
-        );
+async fn wait_reports_a_vanished_sandbox(via: Via) {
+    let envd = e2b_test_support::spawn_envd().await;
+    let (url, mut cut) = proxy(envd.addr()).await;
+    let mut ep = EnvdEndpoint::new(url).transport(via.transport());
+    if let Some(tok) = envd.access_token() {
+        ep = ep.access_token(tok);
     }
+    let commands = Commands::new(EnvdConnection::new(ep).unwrap());
+    let h = commands
+        .start("echo started; sleep 30", CommandOptions::new())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cut.abort_all(); // the "sandbox" is gone: no end event, nothing listening
+    while cut.join_next().await.is_some() {}
+    let err = tokio::time::timeout(Duration::from_secs(10), h.wait())
+        .await
+        .expect("wait resolves")
+        .unwrap_err();
+    assert!(
+        matches!(err, CommandError::SandboxUnavailable { .. }),
+        "{via:?}: {err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("killed or reached its end of life"),
+        "{err}"
+    );
+    // A new call teaches the same.
+    let err = commands.list().await.unwrap_err();
+    assert!(
+        matches!(err, CommandError::SandboxUnavailable { .. }),
+        "{err:?}"
+    );
 }
+// No in-process case: the sandbox vanishes by cutting its socket.
+common::transport_cases!(wait_reports_a_vanished_sandbox: h2c, grpc_web);

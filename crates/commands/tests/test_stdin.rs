@@ -4,38 +4,37 @@
 
 mod common;
 
+use common::Via;
+
 use std::time::Duration;
 
 use e2b_commands::{CommandError, CommandOptions};
 
-#[tokio::test]
-async fn send_stdin_then_close_via_handle() {
-    for t in common::TRANSPORTS {
-        let env = common::env_with(t).await;
-        let h = env
-            .commands
-            .start("cat", CommandOptions::new().stdin(true))
-            .await
-            .unwrap();
-        h.send_stdin("hello ").await.unwrap();
-        h.send_stdin(b"bytes\n".to_vec()).await.unwrap();
-        h.send_stdin("").await.unwrap();
-        h.send_stdin("!@#$%^&*() äöü €𝄞\nline2\nline3\n")
-            .await
-            .unwrap();
-        h.close_stdin().await.unwrap();
-        let out = h.wait().await.unwrap();
-        assert_eq!(
-            out.stdout, "hello bytes\n!@#$%^&*() äöü €𝄞\nline2\nline3\n",
-            "{t:?}"
-        );
-        assert_eq!(out.exit_code, 0);
-    }
+async fn send_stdin_then_close_via_handle(via: Via) {
+    let env = common::env_via(via).await;
+    let h = env
+        .commands
+        .start("cat", CommandOptions::new().stdin(true))
+        .await
+        .unwrap();
+    h.send_stdin("hello ").await.unwrap();
+    h.send_stdin(b"bytes\n".to_vec()).await.unwrap();
+    h.send_stdin("").await.unwrap();
+    h.send_stdin("!@#$%^&*() äöü €𝄞\nline2\nline3\n")
+        .await
+        .unwrap();
+    h.close_stdin().await.unwrap();
+    let out = h.wait().await.unwrap();
+    assert_eq!(
+        out.stdout, "hello bytes\n!@#$%^&*() äöü €𝄞\nline2\nline3\n",
+        "{via:?}"
+    );
+    assert_eq!(out.exit_code, 0);
 }
+common::transport_cases!(send_stdin_then_close_via_handle: h2c, grpc_web, in_process);
 
-#[tokio::test]
-async fn send_stdin_via_commands_by_pid() {
-    let env = common::env().await;
+async fn send_stdin_via_commands_by_pid(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start("head -n 2", CommandOptions::new().stdin(true))
@@ -49,10 +48,10 @@ async fn send_stdin_via_commands_by_pid() {
     let err = env.commands.send_stdin(h.pid(), "late").await.unwrap_err();
     assert!(err.is_not_found(), "{err:?}");
 }
+common::transport_cases!(send_stdin_via_commands_by_pid: h2c, in_process);
 
-#[tokio::test]
-async fn close_stdin_via_commands() {
-    let env = common::env().await;
+async fn close_stdin_via_commands(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start("wc -c", CommandOptions::new().stdin(true))
@@ -66,10 +65,10 @@ async fn close_stdin_via_commands() {
         .unwrap();
     assert_eq!(out.stdout.trim(), "5");
 }
+common::transport_cases!(close_stdin_via_commands: h2c, in_process);
 
-#[tokio::test]
-async fn stdin_closed_by_default_refuses_input() {
-    let env = common::env().await;
+async fn stdin_closed_by_default_refuses_input(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start("sleep 5", CommandOptions::new())
@@ -83,10 +82,10 @@ async fn stdin_closed_by_default_refuses_input() {
     assert!(err.to_string().contains("stdin(true)"), "{err}");
     h.kill().await.unwrap();
 }
+common::transport_cases!(stdin_closed_by_default_refuses_input: h2c, in_process);
 
-#[tokio::test]
-async fn start_streaming_opens_stdin_by_default() {
-    let env = common::env().await;
+async fn start_streaming_opens_stdin_by_default(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start_streaming("cat", CommandOptions::new().retain_output(true))
@@ -97,3 +96,4 @@ async fn start_streaming_opens_stdin_by_default() {
     let out = h.wait().await.unwrap();
     assert_eq!(out.stdout, "streamed\n");
 }
+common::transport_cases!(start_streaming_opens_stdin_by_default: h2c, in_process);

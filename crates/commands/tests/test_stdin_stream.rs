@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::Via;
+
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,9 +20,8 @@ use tonic::{Request, Response, Status};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-#[tokio::test]
-async fn many_small_writes_arrive_in_order() {
-    let env = common::env().await;
+async fn many_small_writes_arrive_in_order(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start("cat", CommandOptions::new().stdin(true))
@@ -45,10 +46,10 @@ async fn many_small_writes_arrive_in_order() {
     assert!(out.stdout == expected, "output out of order");
     assert!(w.is_streaming(), "the stream stayed in use");
 }
+common::transport_cases!(many_small_writes_arrive_in_order: h2c, in_process);
 
-#[tokio::test]
-async fn large_writes_are_split_and_delivered_exactly() {
-    let env = common::env().await;
+async fn large_writes_are_split_and_delivered_exactly(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start("cat", CommandOptions::new().stdin(true))
@@ -71,10 +72,10 @@ async fn large_writes_are_split_and_delivered_exactly() {
     assert!(got == expected, "bytes differ");
     assert_eq!(out.exit_code, 0);
 }
+common::transport_cases!(large_writes_are_split_and_delivered_exactly: h2c, in_process);
 
-#[tokio::test]
-async fn close_after_writes_delivers_everything_then_eof() {
-    let env = common::env().await;
+async fn close_after_writes_delivers_everything_then_eof(via: Via) {
+    let env = common::env_via(via).await;
     for round in 0..5 {
         let h = env
             .commands
@@ -94,10 +95,10 @@ async fn close_after_writes_delivers_everything_then_eof() {
         assert_eq!(out.stdout.trim(), total.to_string(), "round {round}");
     }
 }
+common::transport_cases!(close_after_writes_delivers_everything_then_eof: h2c, in_process);
 
-#[tokio::test]
-async fn flush_confirms_delivery_and_writes_continue_after_it() {
-    let env = common::env().await;
+async fn flush_confirms_delivery_and_writes_continue_after_it(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start("cat", CommandOptions::new().stdin(true))
@@ -113,10 +114,10 @@ async fn flush_confirms_delivery_and_writes_continue_after_it() {
     let out = tokio::time::timeout(WAIT, h.wait()).await.unwrap().unwrap();
     assert_eq!(out.stdout, "abc\n");
 }
+common::transport_cases!(flush_confirms_delivery_and_writes_continue_after_it: h2c, in_process);
 
-#[tokio::test]
-async fn dropping_the_writer_still_delivers_queued_data() {
-    let env = common::env().await;
+async fn dropping_the_writer_still_delivers_queued_data(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start("head -c 6", CommandOptions::new().stdin(true))
@@ -130,10 +131,10 @@ async fn dropping_the_writer_still_delivers_queued_data() {
     let out = tokio::time::timeout(WAIT, h.wait()).await.unwrap().unwrap();
     assert_eq!(out.stdout, "abcdef");
 }
+common::transport_cases!(dropping_the_writer_still_delivers_queued_data: h2c, in_process);
 
-#[tokio::test]
-async fn errors_surface_on_a_later_write_or_flush() {
-    let env = common::env().await;
+async fn errors_surface_on_a_later_write_or_flush(via: Via) {
+    let env = common::env_via(via).await;
     // Unknown pid: the first write probes (or opens) and fails with not-found by flush at the
     // latest.
     let w = env.commands.stdin_writer(999_999);
@@ -179,10 +180,10 @@ async fn errors_surface_on_a_later_write_or_flush() {
     }
     assert!(failed, "writing to an exited process must fail eventually");
 }
+common::transport_cases!(errors_surface_on_a_later_write_or_flush: h2c, in_process);
 
-#[tokio::test]
-async fn pty_writer_sends_terminal_input() {
-    let env = common::env().await;
+async fn pty_writer_sends_terminal_input(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start(
@@ -197,10 +198,11 @@ async fn pty_writer_sends_terminal_input() {
     let out = tokio::time::timeout(WAIT, h.wait()).await.unwrap().unwrap();
     assert!(out.stdout.contains("hi there"), "{:?}", out.stdout);
 }
+common::transport_cases!(pty_writer_sends_terminal_input: h2c, in_process);
 
 #[tokio::test]
 async fn grpc_web_falls_back_to_send_input() {
-    let env = common::env_with(Transport::GrpcWeb).await;
+    let env = common::env_via(Via::GrpcWeb).await;
     let h = env
         .commands
         .start("cat", CommandOptions::new().stdin(true))

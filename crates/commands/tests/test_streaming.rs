@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::Via;
+
 use std::sync::{Arc, Mutex};
 
 use e2b_commands::{CommandEvent, CommandOptions, OutputCallback};
@@ -21,50 +23,47 @@ fn random_stream_cmd(dir: &std::path::Path) -> String {
     )
 }
 
-#[tokio::test]
-async fn callbacks_get_every_byte_and_nothing_is_retained() {
-    for t in common::TRANSPORTS {
-        let env = common::env_with(t).await;
-        let hasher = Arc::new(Mutex::new((Sha256::new(), 0usize)));
-        let h2 = hasher.clone();
-        let err = Arc::new(Mutex::new(String::new()));
-        let e2 = err.clone();
-        let h = env
-            .commands
-            .start_streaming(
-                random_stream_cmd(env.envd.workdir()),
-                CommandOptions::new()
-                    .on_stdout(OutputCallback::bytes(move |b: &[u8]| {
-                        let mut g = h2.lock().unwrap();
-                        g.0.update(b);
-                        g.1 += b.len();
-                    }))
-                    .on_stderr(OutputCallback::text(move |s: &str| {
-                        e2.lock().unwrap().push_str(s)
-                    })),
-            )
-            .await
-            .unwrap();
-        assert!(!h.retains_output());
-        let out = h.wait().await.unwrap();
-        assert_eq!(out.exit_code, 0, "{t:?}");
-        assert!(out.stdout.is_empty() && out.stdout_bytes.is_empty());
-        assert!(out.stderr.is_empty());
-        assert_eq!(h.retained_len(), 0);
-        assert_eq!(h.stdout(), "");
-        let (hasher, n) = std::mem::take(&mut *hasher.lock().unwrap());
-        assert_eq!(n, BIG, "{t:?}: every byte");
-        assert_eq!(
-            hex::encode(hasher.finalize()),
-            err.lock().unwrap().trim(),
-            "{t:?}: sha256 matches the sandbox's"
-        );
-    }
+async fn callbacks_get_every_byte_and_nothing_is_retained(via: Via) {
+    let env = common::env_via(via).await;
+    let hasher = Arc::new(Mutex::new((Sha256::new(), 0usize)));
+    let h2 = hasher.clone();
+    let err = Arc::new(Mutex::new(String::new()));
+    let e2 = err.clone();
+    let h = env
+        .commands
+        .start_streaming(
+            random_stream_cmd(env.envd.workdir()),
+            CommandOptions::new()
+                .on_stdout(OutputCallback::bytes(move |b: &[u8]| {
+                    let mut g = h2.lock().unwrap();
+                    g.0.update(b);
+                    g.1 += b.len();
+                }))
+                .on_stderr(OutputCallback::text(move |s: &str| {
+                    e2.lock().unwrap().push_str(s)
+                })),
+        )
+        .await
+        .unwrap();
+    assert!(!h.retains_output());
+    let out = h.wait().await.unwrap();
+    assert_eq!(out.exit_code, 0, "{via:?}");
+    assert!(out.stdout.is_empty() && out.stdout_bytes.is_empty());
+    assert!(out.stderr.is_empty());
+    assert_eq!(h.retained_len(), 0);
+    assert_eq!(h.stdout(), "");
+    let (hasher, n) = std::mem::take(&mut *hasher.lock().unwrap());
+    assert_eq!(n, BIG, "{via:?}: every byte");
+    assert_eq!(
+        hex::encode(hasher.finalize()),
+        err.lock().unwrap().trim(),
+        "{via:?}: sha256 matches the sandbox's"
+    );
 }
+common::transport_cases!(callbacks_get_every_byte_and_nothing_is_retained: h2c, grpc_web, in_process);
 
-#[tokio::test]
-async fn event_stream_gets_every_byte_in_order() {
-    let env = common::env().await;
+async fn event_stream_gets_every_byte_in_order(via: Via) {
+    let env = common::env_via(via).await;
     let mut h = env
         .commands
         .start_streaming(random_stream_cmd(env.envd.workdir()), CommandOptions::new())
@@ -96,10 +95,10 @@ async fn event_stream_gets_every_byte_in_order() {
     assert_eq!(h.retained_len(), 0);
     assert_eq!(h.wait().await.unwrap().exit_code, 0);
 }
+common::transport_cases!(event_stream_gets_every_byte_in_order: h2c, in_process);
 
-#[tokio::test]
-async fn async_callbacks_see_text_in_order() {
-    let env = common::env().await;
+async fn async_callbacks_see_text_in_order(via: Via) {
+    let env = common::env_via(via).await;
     let seen = Arc::new(tokio::sync::Mutex::new(String::new()));
     let s2 = seen.clone();
     let h = env
@@ -119,10 +118,10 @@ async fn async_callbacks_see_text_in_order() {
     let want: String = (1..=2000).map(|i| format!("line-{i}\n")).collect();
     assert_eq!(*seen.lock().await, want);
 }
+common::transport_cases!(async_callbacks_see_text_in_order: h2c, in_process);
 
-#[tokio::test]
-async fn an_event_stream_taken_later_sees_events_from_then_on() {
-    let env = common::env().await;
+async fn an_event_stream_taken_later_sees_events_from_then_on(via: Via) {
+    let env = common::env_via(via).await;
     let mut h = env
         .commands
         .start("sleep 0.3; echo later", CommandOptions::new())
@@ -141,3 +140,4 @@ async fn an_event_stream_taken_later_sees_events_from_then_on() {
     assert!(matches!(got[1], CommandEvent::Exit(_)));
     assert_eq!(h.stdout(), "later\n", "retention is unaffected");
 }
+common::transport_cases!(an_event_stream_taken_later_sees_events_from_then_on: h2c, in_process);

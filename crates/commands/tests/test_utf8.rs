@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::Via;
+
 use std::sync::{Arc, Mutex};
 
 use e2b_commands::{CommandOptions, OutputCallback};
@@ -17,9 +19,8 @@ fn collect() -> (OutputCallback, Arc<Mutex<Vec<String>>>) {
     )
 }
 
-#[tokio::test]
-async fn a_character_split_across_chunks_arrives_whole() {
-    let env = common::env().await;
+async fn a_character_split_across_chunks_arrives_whole(via: Via) {
+    let env = common::env_via(via).await;
     let (cb, chunks) = collect();
     // € = e2 82 ac, sent in two writes with a pause so they arrive as two chunks.
     let out = env
@@ -37,10 +38,10 @@ async fn a_character_split_across_chunks_arrives_whole() {
     assert!(chunks.iter().all(|c| !c.contains('\u{FFFD}')), "{chunks:?}");
     assert_eq!(chunks.concat(), "a€b𝄞");
 }
+common::transport_cases!(a_character_split_across_chunks_arrives_whole: h2c, in_process);
 
-#[tokio::test]
-async fn invalid_bytes_become_replacement_and_bytes_stay_exact() {
-    let env = common::env().await;
+async fn invalid_bytes_become_replacement_and_bytes_stay_exact(via: Via) {
+    let env = common::env_via(via).await;
     let (cb, chunks) = collect();
     let out = env
         .commands
@@ -58,10 +59,10 @@ async fn invalid_bytes_become_replacement_and_bytes_stay_exact() {
         "flushed at the end"
     );
 }
+common::transport_cases!(invalid_bytes_become_replacement_and_bytes_stay_exact: h2c, in_process);
 
-#[tokio::test]
-async fn trailing_incomplete_character_is_flushed_when_the_stream_errors() {
-    let env = common::env().await;
+async fn trailing_incomplete_character_is_flushed_when_the_stream_errors(via: Via) {
+    let env = common::env_via(via).await;
     let (cb, chunks) = collect();
     let err = env
         .commands
@@ -79,10 +80,10 @@ async fn trailing_incomplete_character_is_flushed_when_the_stream_errors() {
     ));
     assert_eq!(chunks.lock().unwrap().concat(), "z\u{FFFD}");
 }
+common::transport_cases!(trailing_incomplete_character_is_flushed_when_the_stream_errors: h2c, in_process);
 
-#[tokio::test]
-async fn retained_text_holds_an_incomplete_character_until_the_end() {
-    let env = common::env().await;
+async fn retained_text_holds_an_incomplete_character_until_the_end(via: Via) {
+    let env = common::env_via(via).await;
     let h = env
         .commands
         .start(
@@ -105,3 +106,4 @@ async fn retained_text_holds_an_incomplete_character_until_the_end() {
     );
     assert_eq!(h.wait().await.unwrap().stdout, "q€");
 }
+common::transport_cases!(retained_text_holds_an_incomplete_character_until_the_end: h2c, in_process);

@@ -13,14 +13,14 @@ pub const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(50);
 #[non_exhaustive]
 pub struct CallOptions {
     /// Run as this user (overrides the endpoint's user).
-    pub user: Option<String>,
+    pub(crate) user: Option<String>,
     /// Ask for keepalive events on a stream this often.
-    pub keepalive: Option<Duration>,
+    pub(crate) keepalive: Option<Duration>,
     /// Sent as `Connect-Timeout-Ms`. On `Start` envd kills the process when it expires, so this
     /// is the *command* timeout there; `None` or zero sends nothing (no deadline).
-    pub deadline: Option<Duration>,
+    pub(crate) deadline: Option<Duration>,
     /// Send no user at all, even when the endpoint has one (envd's `Connect`, `List`, ... take none).
-    pub no_user: bool,
+    pub(crate) no_user: bool,
 }
 
 impl CallOptions {
@@ -41,6 +41,12 @@ impl CallOptions {
     /// Sets `Connect-Timeout-Ms` (zero = none).
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.deadline = Some(deadline);
+        self
+    }
+
+    /// Asks for keepalive events on a stream this often.
+    pub fn keepalive(mut self, interval: Duration) -> Self {
+        self.keepalive = Some(interval);
         self
     }
 

@@ -334,36 +334,43 @@ async fn grpc_web_maps_errors() {
     errors_mapped(Transport::GrpcWeb).await;
 }
 
-#[tokio::test]
-async fn unreachable_envd_is_a_transport_error() {
+async fn unreachable_envd_is_a_transport_error(transport: Transport) {
     // Bind and drop to get a port nobody listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    for transport in [Transport::Grpc, Transport::GrpcWeb] {
-        let conn = EnvdConnection::new(
-            EnvdEndpoint::new(format!("http://127.0.0.1:{port}")).transport(transport),
+    let conn = EnvdConnection::new(
+        EnvdEndpoint::new(format!("http://127.0.0.1:{port}")).transport(transport),
+    )
+    .unwrap();
+    let err = conn
+        .process()
+        .list(
+            conn.request(ListRequest {}, &CallOptions::default())
+                .unwrap(),
         )
-        .unwrap();
-        let err = conn
-            .process()
-            .list(
-                conn.request(ListRequest {}, &CallOptions::default())
-                    .unwrap(),
-            )
-            .await
-            .unwrap_err();
-        let err = EnvdError::from(err);
-        assert!(
-            matches!(
-                err,
-                EnvdError::Transport(_) | EnvdError::SandboxUnavailable { .. }
-            ),
-            "{transport:?}: {err:?}"
-        );
-    }
+        .await
+        .unwrap_err();
+    let err = EnvdError::from(err);
+    assert!(
+        matches!(
+            err,
+            EnvdError::Transport(_) | EnvdError::SandboxUnavailable { .. }
+        ),
+        "{transport:?}: {err:?}"
+    );
+}
+
+#[tokio::test]
+async fn h2c_unreachable_envd_is_a_transport_error() {
+    unreachable_envd_is_a_transport_error(Transport::Grpc).await;
+}
+
+#[tokio::test]
+async fn grpc_web_unreachable_envd_is_a_transport_error() {
+    unreachable_envd_is_a_transport_error(Transport::GrpcWeb).await;
 }
 
 #[tokio::test]

@@ -1,26 +1,5 @@
-//! envd's wire contract for Rust: the `process` and `filesystem` packages as prost messages,
-//! tonic clients and servers, and proto3-JSON serde (pbjson) for the Connect protocol.
-//!
-//! The proto files in `proto/` keep envd's packages, names and field numbers, so every type here
-//! encodes exactly as envd's own does, in binary protobuf and in canonical proto3 JSON
-//! (camelCase out, both name styles in, enum names, int64 as strings, base64 bytes, RFC 3339
-//! timestamps, unknown fields ignored).
-//!
-//! ```
-//! use e2b_envd_proto::process::{ProcessConfig, StartRequest};
-//!
-//! let req = StartRequest {
-//!     process: Some(ProcessConfig {
-//!         cmd: "/bin/bash".into(),
-//!         args: vec!["-l".into(), "-c".into(), "echo hi".into()],
-//!         ..Default::default()
-//!     }),
-//!     stdin: Some(false),
-//!     ..Default::default()
-//! };
-//! let json = serde_json::to_string(&req).unwrap();
-//! assert_eq!(json, r#"{"process":{"cmd":"/bin/bash","args":["-l","-c","echo hi"]},"stdin":false}"#);
-//! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc = include_str!("../README.md")]
 
 /// `package process`: envd's Process service and its messages.
 #[allow(

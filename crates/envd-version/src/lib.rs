@@ -1,19 +1,5 @@
-//! envd version parsing and feature gating.
-//!
-//! A sandbox's envd reports a semver version. Each feature a client may use has a minimum
-//! version, kept in **one table** ([`Feature::min_version`]) mirrored from the E2B SDKs. A call that
-//! needs a newer envd fails locally, before anything is sent, with an error that names the
-//! feature, both versions and the fix.
-//!
-//! ```
-//! use e2b_envd_version::{EnvdVersion, Feature};
-//!
-//! let v: EnvdVersion = "v0.5.1".parse().unwrap();
-//! assert!(v.supports(Feature::Stdin));
-//! let err = v.require(Feature::CloseStdin).unwrap_err();
-//! assert!(err.to_string().contains("0.5.2"));
-//! assert!(err.to_string().contains("Rebuild"));
-//! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc = include_str!("../README.md")]
 
 use std::fmt;
 use std::str::FromStr;

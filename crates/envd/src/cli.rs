@@ -98,6 +98,13 @@ pub struct EnvdArgs {
 }
 
 impl EnvdArgs {
+    /// Builds the sandbox when this process is the re-execution that `--isolate` starts, and
+    /// then never returns; returns immediately otherwise. Call it first thing in `main`, before
+    /// any thread (tokio runtime) starts.
+    pub fn enter_sandbox_if_child() {
+        e2b_isolation::run_if_child();
+    }
+
     /// The daemon configuration these flags describe.
     pub fn to_config(&self) -> EnvdConfig {
         EnvdConfig {
@@ -242,9 +249,11 @@ async fn run_isolated(args: EnvdArgs) -> Result<(), EnvdError> {
             }
         }
     };
+    let mut asked_to_stop = false;
     let status = match status {
         Some(status) => status,
         None => {
+            asked_to_stop = true;
             // Graceful: the daemon inside kills its processes; then everything else goes.
             let _ = sandbox.signal(libc::SIGTERM);
             let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(6);
@@ -260,7 +269,7 @@ async fn run_isolated(args: EnvdArgs) -> Result<(), EnvdError> {
         }
     };
     let code = e2b_isolation::IsolatedSandbox::exit_code(status);
-    if code != 0 && code != 128 + libc::SIGTERM {
+    if code != 0 && !asked_to_stop {
         return Err(isolation_error(format!(
             "the sandboxed daemon exited with code {code}"
         )));

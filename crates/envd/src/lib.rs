@@ -30,13 +30,17 @@
 
 mod cli;
 mod config;
-pub mod connect;
+mod connect;
 mod error;
 mod filesystem;
+#[doc(hidden)]
+pub mod fuzzing;
 mod process;
 mod rest;
 mod server;
-pub mod state;
+mod state;
+// `users` (its items `pub` for when `state` was public) is crate-private now that `state` is.
+#[allow(unreachable_pub)]
 mod users;
 
 pub use cli::{EnvdArgs, run_cli};

@@ -15,7 +15,7 @@ struct Cli {
 
 fn main() -> std::process::ExitCode {
     // Builds the sandbox when this is the re-execution for `--isolate` (before any thread).
-    e2b_isolation::run_if_child();
+    e2b_envd::EnvdArgs::enter_sandbox_if_child();
     async_main()
 }
 
@@ -30,6 +30,7 @@ async fn async_main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     raise_nofile_limit();
+    become_subreaper();
     match e2b_envd::run_cli(cli.args).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -47,5 +48,14 @@ fn raise_nofile_limit() {
         && soft < hard
     {
         let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
+}
+
+/// Orphaned descendants of commands are re-parented to the daemon instead of init, so it can
+/// reap them and they stay findable (the process module reaps them when this is set).
+fn become_subreaper() {
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag and touches no memory.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong);
     }
 }

@@ -10,15 +10,15 @@ use std::time::Duration;
 use http::HeaderMap;
 
 use crate::config::EnvdConfig;
-pub use crate::users::User;
+pub(crate) use crate::users::User;
 
 /// Header carrying the access token.
-pub const ACCESS_TOKEN_HEADER: &str = "x-access-token";
+pub(crate) const ACCESS_TOKEN_HEADER: &str = "x-access-token";
 
 /// Shared daemon state. Cheap to read; the mutable parts sit behind locks that are never held
 /// across an `await`.
 #[derive(Debug)]
-pub struct State {
+pub(crate) struct State {
     access_token: RwLock<Option<String>>,
     default_user: RwLock<Option<String>>,
     default_workdir: RwLock<Option<PathBuf>>,
@@ -27,7 +27,6 @@ pub struct State {
     current: User,
     is_root: bool,
     envd_version: String,
-    max_message_bytes: usize,
     keepalive: Duration,
     exited_retention: Duration,
     root: Option<PathBuf>,
@@ -37,7 +36,6 @@ pub struct State {
 }
 
 /// The request limits of the REST routes, copied from the configuration.
-#[allow(dead_code)] // the /files limits are wired in the next change
 #[derive(Debug, Clone)]
 pub(crate) struct Limits {
     pub(crate) max_json_body_bytes: usize,
@@ -65,7 +63,7 @@ fn write<T>(lock: &RwLock<T>, value: T) {
 
 impl State {
     /// Builds the state from a configuration.
-    pub fn new(config: &EnvdConfig) -> Arc<State> {
+    pub(crate) fn new(config: &EnvdConfig) -> Arc<State> {
         let current = User::current();
         Arc::new(State {
             access_token: RwLock::new(config.access_token.clone().filter(|t| !t.is_empty())),
@@ -76,7 +74,6 @@ impl State {
             is_root: current.uid == 0,
             current,
             envd_version: config.envd_version.clone(),
-            max_message_bytes: config.max_message_bytes,
             keepalive: config.keepalive,
             exited_retention: config.exited_retention,
             root: config.root.clone(),
@@ -94,18 +91,18 @@ impl State {
     }
 
     /// The current access token, if one is set.
-    pub fn access_token(&self) -> Option<String> {
+    pub(crate) fn access_token(&self) -> Option<String> {
         read(&self.access_token)
     }
 
     /// Sets (or, with `None` or an empty string, clears) the access token.
-    pub fn set_access_token(&self, token: Option<String>) {
+    pub(crate) fn set_access_token(&self, token: Option<String>) {
         write(&self.access_token, token.filter(|t| !t.is_empty()));
     }
 
     /// True when no token is set, or when `headers` carry the right `X-Access-Token`
     /// (compared in constant time).
-    pub fn token_ok(&self, headers: &HeaderMap) -> bool {
+    pub(crate) fn token_ok(&self, headers: &HeaderMap) -> bool {
         let Some(expected) = self.access_token() else {
             return true;
         };
@@ -135,7 +132,7 @@ impl State {
     }
 
     /// The user name used when a request names none.
-    pub fn default_user_name(&self) -> String {
+    pub(crate) fn default_user_name(&self) -> String {
         read(&self.default_user).unwrap_or_else(|| {
             if self.is_root {
                 "root".into()
@@ -146,65 +143,60 @@ impl State {
     }
 
     /// Sets the default user (`POST /init` `defaultUser`).
-    pub fn set_default_user(&self, user: String) {
+    pub(crate) fn set_default_user(&self, user: String) {
         write(&self.default_user, Some(user));
     }
 
     /// The default working directory, if set.
-    pub fn default_workdir(&self) -> Option<PathBuf> {
+    pub(crate) fn default_workdir(&self) -> Option<PathBuf> {
         read(&self.default_workdir)
     }
 
     /// Sets the default working directory (`POST /init` `defaultWorkdir`).
-    pub fn set_default_workdir(&self, dir: PathBuf) {
+    pub(crate) fn set_default_workdir(&self, dir: PathBuf) {
         write(&self.default_workdir, Some(dir));
     }
 
     /// The global environment given to every command: `E2B_SANDBOX=true` plus the variables set
     /// by configuration or `POST /init` (those win).
-    pub fn env_vars(&self) -> HashMap<String, String> {
+    pub(crate) fn env_vars(&self) -> HashMap<String, String> {
         let mut env = HashMap::from([("E2B_SANDBOX".to_string(), "true".to_string())]);
         env.extend(read(&self.env_vars));
         env
     }
 
     /// Replaces the user-set global environment (`POST /init` `envVars`).
-    pub fn set_env_vars(&self, vars: HashMap<String, String>) {
+    pub(crate) fn set_env_vars(&self, vars: HashMap<String, String>) {
         write(&self.env_vars, vars);
     }
 
     /// Whether the daemon runs as root (and can therefore switch users).
-    pub fn is_root(&self) -> bool {
+    pub(crate) fn is_root(&self) -> bool {
         self.is_root
     }
 
     /// The account the daemon runs as.
-    pub fn current_user(&self) -> &User {
+    pub(crate) fn current_user(&self) -> &User {
         &self.current
     }
 
     /// The reported envd version.
-    pub fn envd_version(&self) -> &str {
+    pub(crate) fn envd_version(&self) -> &str {
         &self.envd_version
     }
 
-    /// Largest accepted request message in bytes.
-    pub fn max_message_bytes(&self) -> usize {
-        self.max_message_bytes
-    }
-
     /// Default keepalive interval for streams.
-    pub fn keepalive(&self) -> Duration {
+    pub(crate) fn keepalive(&self) -> Duration {
         self.keepalive
     }
 
     /// How long an exited process's end event is kept.
-    pub fn exited_retention(&self) -> Duration {
+    pub(crate) fn exited_retention(&self) -> Duration {
         self.exited_retention
     }
 
     /// The configured filesystem root, if any (reserved for the Filesystem service).
-    pub fn root(&self) -> Option<&Path> {
+    pub(crate) fn root(&self) -> Option<&Path> {
         self.root.as_deref()
     }
 
@@ -213,7 +205,7 @@ impl State {
     ///
     /// Errors carry envd's message (`invalid username: '<name>'`); callers map them to
     /// `unauthenticated` (RPC) or 401 (REST).
-    pub fn user_from_headers(&self, headers: &HeaderMap) -> Result<User, String> {
+    pub(crate) fn user_from_headers(&self, headers: &HeaderMap) -> Result<User, String> {
         let value = headers
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
@@ -222,7 +214,7 @@ impl State {
     }
 
     /// Resolves a user by name (`None` = the default user).
-    pub fn resolve_user(&self, name: Option<&str>) -> Result<User, String> {
+    pub(crate) fn resolve_user(&self, name: Option<&str>) -> Result<User, String> {
         let name = match name {
             Some(n) if !n.is_empty() => n.to_string(),
             _ => self.default_user_name(),
@@ -251,7 +243,7 @@ impl State {
     /// envd's `ExpandAndResolve`: empty → default workdir, else the user's home; `~` and `~/x`
     /// → the home; other relative paths are joined to the home; the result is cleaned
     /// lexically (no symlink resolution).
-    pub fn resolve_path(&self, user: &User, path: &str) -> Result<PathBuf, String> {
+    pub(crate) fn resolve_path(&self, user: &User, path: &str) -> Result<PathBuf, String> {
         if path.is_empty() {
             return Ok(self.default_workdir().unwrap_or_else(|| user.home.clone()));
         }
@@ -276,7 +268,7 @@ impl State {
 }
 
 /// Lexically cleans a path: removes `.`, resolves `..` against the preceding component.
-pub fn clean(path: &Path) -> PathBuf {
+pub(crate) fn clean(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
         match c {
@@ -298,7 +290,7 @@ pub fn clean(path: &Path) -> PathBuf {
 
 /// Compares two byte strings in time independent of where they differ (`subtle`; a length
 /// difference is not hidden, which is fine for tokens and signatures of public length).
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     use subtle::ConstantTimeEq as _;
     bool::from(a.ct_eq(b))
 }

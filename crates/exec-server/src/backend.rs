@@ -89,6 +89,8 @@ pub(crate) struct Spawned {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FileStat {
     pub(crate) is_dir: bool,
+    /// A regular file (or a symlink to one): the only kind whose content the tools move.
+    pub(crate) is_file: bool,
     pub(crate) size: u64,
 }
 
@@ -98,17 +100,6 @@ pub(crate) struct FileChunk {
     pub(crate) data: Bytes,
     /// The file's total size.
     pub(crate) size: u64,
-}
-
-/// How a write lands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WriteMode {
-    /// Replace the whole file atomically (temp file + rename).
-    Replace,
-    /// Append at the end.
-    Append,
-    /// Write at this byte offset (the file must be at least this long).
-    At(u64),
 }
 
 /// The operations the tools need from a sandbox.
@@ -126,7 +117,14 @@ pub(crate) trait SandboxBackend: Send + Sync + 'static {
     /// Reads at most `len` bytes at `offset`.
     async fn read_chunk(&self, path: &str, offset: u64, len: u64) -> Result<FileChunk, FileError>;
 
-    /// Writes `data` (parents created); returns the file's size afterwards.
-    async fn write_chunk(&self, path: &str, data: Bytes, mode: WriteMode)
-    -> Result<u64, FileError>;
+    /// Replaces the file with `data` atomically (parents created; an existing file keeps its
+    /// mode); returns the file's size afterwards.
+    async fn write_file(&self, path: &str, data: Bytes) -> Result<u64, FileError>;
+
+    /// Replaces `destination` atomically with the concatenation of `sources` (which are then
+    /// removed, except `destination` itself when it is one of them); returns the new size.
+    async fn compose(&self, sources: &[String], destination: &str) -> Result<u64, FileError>;
+
+    /// Removes a file (a missing one is fine).
+    async fn remove(&self, path: &str) -> Result<(), FileError>;
 }

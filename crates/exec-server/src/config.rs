@@ -5,6 +5,11 @@ use std::time::Duration;
 
 use crate::error::ExecServerError;
 
+/// The default `--max-chunk-bytes`: 512 KiB, about 700 KB of base64 per result.
+pub(crate) const DEFAULT_MAX_CHUNK_BYTES: u64 = 512 * 1024;
+/// The longest timeout accepted in the configuration (30 days).
+const MAX_CONFIG_SECONDS: f64 = 30.0 * 24.0 * 3600.0;
+
 /// Options of `e2b exec-server` (and of the standalone `e2b-exec-server` binary).
 ///
 /// Flatten it into a clap command with `#[command(flatten)]`.
@@ -36,9 +41,25 @@ pub struct ExecServerArgs {
     #[arg(long, env = "SANDBOX_ID")]
     pub sandbox_id: Option<String>,
 
-    /// Require this key on /mcp as `x-api-key` or `Authorization: Bearer` (HTTP only).
+    /// Require this key on /mcp as `x-api-key` or `Authorization: Bearer` (HTTP only). A
+    /// non-loopback --http address refuses to start without one (see --insecure-no-auth).
     #[arg(long, env = "API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
+
+    /// Serve a non-loopback --http address without an API key: anyone who can reach the port
+    /// runs commands in the sandbox. Logged loudly; meant for a private network you trust.
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+
+    /// Browser origins (`scheme://host[:port]`) allowed to call /mcp (repeat or
+    /// comma-separate). A request with any other `Origin` header is refused with 403; requests
+    /// without `Origin` (non-browser clients) are unaffected. Default: none.
+    #[arg(
+        long = "allowed-origin",
+        env = "ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
 
     /// Also emit the Node exec_server's text (`stdout:` / `stderr:` / `exit_code: N`,
     /// `(no output)`) in content[0], for adapters that still parse it (migration phase 1-2).
@@ -53,20 +74,28 @@ pub struct ExecServerArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 3600.0)]
     pub max_timeout: f64,
 
-    /// Output kept per command (head and tail); more is dropped with a marker.
-    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024)]
+    /// Output kept per command (head and tail); more is dropped with a marker. The default
+    /// keeps a result under the 1 MiB SSE event limit of the official MCP Python SDK (text
+    /// that grows when escaped as JSON is cut further, with `truncated: true`).
+    #[arg(long, value_name = "BYTES", default_value_t = 512 * 1024)]
     pub max_output_bytes: usize,
 
-    /// Largest chunk download_file returns in one call.
-    #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
+    /// Largest chunk download_file returns in one call. The default keeps one result (base64,
+    /// 4/3 of the bytes) under the 1 MiB SSE event limit of the official MCP Python SDK.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_CHUNK_BYTES)]
     pub max_chunk_bytes: u64,
+
+    /// Time limit of one file or compat tool call (upload_file, download_file, read, write,
+    /// edit, grep, glob, ls), in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120.0)]
+    pub file_timeout: f64,
 
     /// Largest HTTP request body (and stdio line) accepted.
     #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_body_bytes: usize,
 
     /// Host names accepted in the Host header (repeat or comma-separate; `*` accepts any).
-    /// Default: loopback names when bound to loopback, any host otherwise.
+    /// Loopback names and the bound address are always accepted.
     #[arg(long = "allowed-host", env = "ALLOWED_HOSTS", value_delimiter = ',')]
     pub allowed_hosts: Vec<String>,
 
@@ -108,11 +137,14 @@ impl Default for ExecServerArgs {
             access_token: None,
             sandbox_id: None,
             api_key: None,
+            insecure_no_auth: false,
+            allowed_origins: Vec::new(),
             legacy_text: false,
             default_timeout: 120.0,
             max_timeout: 3600.0,
-            max_output_bytes: 1024 * 1024,
-            max_chunk_bytes: 4 * 1024 * 1024,
+            max_output_bytes: 512 * 1024,
+            max_chunk_bytes: DEFAULT_MAX_CHUNK_BYTES,
+            file_timeout: 120.0,
             max_body_bytes: 64 * 1024 * 1024,
             allowed_hosts: Vec::new(),
             json_response: false,
@@ -158,16 +190,17 @@ impl ExecServerArgs {
 
     pub(crate) fn validate(&self) -> Result<(), ExecServerError> {
         let secs = |v: f64, name: &str| {
-            if v.is_finite() && v > 0.0 {
+            if v.is_finite() && v > 0.0 && v <= MAX_CONFIG_SECONDS {
                 Ok(())
             } else {
                 Err(ExecServerError::Config(format!(
-                    "{name} must be a positive number of seconds, got {v}"
+                    "{name} must be a positive number of seconds up to {MAX_CONFIG_SECONDS} (30 days), got {v}"
                 )))
             }
         };
         secs(self.default_timeout, "--default-timeout")?;
         secs(self.max_timeout, "--max-timeout")?;
+        secs(self.file_timeout, "--file-timeout")?;
         if self.max_output_bytes < 2 {
             return Err(ExecServerError::Config(
                 "--max-output-bytes must be at least 2".into(),
@@ -190,26 +223,46 @@ impl ExecServerArgs {
         }
     }
 
-    /// `None`: no Host check.
+    /// The file tools' time limit.
+    pub(crate) fn file_timeout(&self) -> Duration {
+        Duration::try_from_secs_f64(self.file_timeout).unwrap_or(Duration::from_secs(120))
+    }
+
+    /// The hosts accepted in `Host`: loopback names, the bound address (unless it is the
+    /// unspecified address) and `--allowed-host`. `None` (no check) only with `*`.
     pub(crate) fn resolved_allowed_hosts(&self, addr: SocketAddr) -> Option<Vec<String>> {
-        if self.allowed_hosts.iter().any(|h| h == "*") {
+        if self.allowed_hosts.iter().any(|h| h.trim() == "*") {
             return None;
         }
-        if !self.allowed_hosts.is_empty() {
-            let mut v: Vec<String> = self
-                .allowed_hosts
-                .iter()
-                .map(|h| h.trim().to_owned())
-                .filter(|h| !h.is_empty())
-                .collect();
-            v.extend(["localhost", "127.0.0.1", "::1"].map(String::from));
-            return Some(v);
+        let mut v: Vec<String> = self
+            .allowed_hosts
+            .iter()
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty())
+            .collect();
+        v.extend(["localhost", "127.0.0.1", "::1"].map(String::from));
+        if !addr.ip().is_unspecified() && !addr.ip().is_loopback() {
+            v.push(addr.ip().to_string());
         }
-        if addr.ip().is_loopback() {
-            Some(["localhost", "127.0.0.1", "::1"].map(String::from).to_vec())
-        } else {
-            None
+        Some(v)
+    }
+
+    /// Refuses a non-loopback address without an API key unless `--insecure-no-auth`.
+    pub(crate) fn check_exposure(&self, addr: SocketAddr) -> Result<(), ExecServerError> {
+        let keyed = self.api_key.as_deref().is_some_and(|k| !k.is_empty());
+        if addr.ip().is_loopback() || keyed {
+            return Ok(());
         }
+        if self.insecure_no_auth {
+            tracing::warn!(%addr, "SERVING WITHOUT AUTHENTICATION on a non-loopback address (--insecure-no-auth): anyone who can reach it runs commands in the sandbox");
+            eprintln!(
+                "e2b-exec-server: WARNING: serving {addr} WITHOUT AUTHENTICATION (--insecure-no-auth); anyone who can reach this port runs commands in the sandbox"
+            );
+            return Ok(());
+        }
+        Err(ExecServerError::Config(format!(
+            "refusing to serve {addr} without an API key: anyone who could reach it would run commands in the sandbox. Set --api-key (or API_KEY), bind a loopback address such as 127.0.0.1, or pass --insecure-no-auth on a network you trust"
+        )))
     }
 }
 
@@ -240,12 +293,61 @@ mod tests {
     }
 
     #[test]
+    fn exposure_needs_a_key_or_the_insecure_flag() {
+        let lo: SocketAddr = "127.0.0.1:1".parse().unwrap_or_else(|_| unreachable!());
+        let any: SocketAddr = "0.0.0.0:1".parse().unwrap_or_else(|_| unreachable!());
+        let a = ExecServerArgs::default();
+        assert!(a.check_exposure(lo).is_ok());
+        assert!(a.check_exposure(any).is_err());
+        let keyed = ExecServerArgs {
+            api_key: Some("k".into()),
+            ..Default::default()
+        };
+        assert!(keyed.check_exposure(any).is_ok());
+        let empty_key = ExecServerArgs {
+            api_key: Some(String::new()),
+            ..Default::default()
+        };
+        assert!(empty_key.check_exposure(any).is_err());
+        let insecure = ExecServerArgs {
+            insecure_no_auth: true,
+            ..Default::default()
+        };
+        assert!(insecure.check_exposure(any).is_ok());
+    }
+
+    #[test]
+    fn huge_configured_timeouts_are_refused() {
+        let a = ExecServerArgs {
+            max_timeout: 1e300,
+            ..Default::default()
+        };
+        assert!(a.validate().is_err());
+        let a = ExecServerArgs {
+            file_timeout: f64::NAN,
+            ..Default::default()
+        };
+        assert!(a.validate().is_err());
+    }
+
+    #[test]
     fn hosts() {
         let a = ExecServerArgs::default();
         let lo: SocketAddr = "127.0.0.1:1".parse().unwrap_or_else(|_| unreachable!());
         let any: SocketAddr = "0.0.0.0:1".parse().unwrap_or_else(|_| unreachable!());
         assert!(a.resolved_allowed_hosts(lo).is_some());
-        assert!(a.resolved_allowed_hosts(any).is_none());
+        // The Host check stays on for non-loopback addresses.
+        assert!(a.resolved_allowed_hosts(any).is_some());
+        let lan: SocketAddr = "10.1.2.3:1".parse().unwrap_or_else(|_| unreachable!());
+        assert!(
+            a.resolved_allowed_hosts(lan)
+                .is_some_and(|v| v.contains(&"10.1.2.3".to_string()))
+        );
+        let star = ExecServerArgs {
+            allowed_hosts: vec!["*".into()],
+            ..Default::default()
+        };
+        assert!(star.resolved_allowed_hosts(any).is_none());
         let b = ExecServerArgs {
             allowed_hosts: vec!["exec_server".into()],
             ..Default::default()

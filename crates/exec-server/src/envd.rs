@@ -1,77 +1,21 @@
-//! The sandbox backend over envd, through `e2b-commands`: commands stream their output as events;
-//! file chunks move through small POSIX `sh` scripts run as processes (offset reads with
-//! `tail -c +N | head -c L`, writes from stdin with temp file + `mv` for atomic replace), so
-//! memory stays bounded by one chunk and the bytes are exact.
+//! The sandbox backend over envd: commands through `e2b-commands` (output streamed as events),
+//! files through `e2b-filesystem` over envd's file API (`Stat`, range reads of `GET /files`,
+//! atomic `POST /files` uploads, `POST /files/compose` to publish staged chunks), so no shell
+//! or coreutils are needed in the image and memory stays bounded by one chunk.
 
 use bytes::Bytes;
 use e2b_commands::{CommandEvent, CommandLine, CommandOptions};
 use e2b_envd_version::Feature;
+use e2b_filesystem::{FileType, FilesystemError};
 use futures::StreamExt;
 
 use crate::backend::{
-    ExitInfo, FileChunk, FileStat, Killer, ProcEvent, RunSpec, SandboxBackend, Spawned, WriteMode,
+    ExitInfo, FileChunk, FileStat, Killer, ProcEvent, RunSpec, SandboxBackend, Spawned,
 };
 use crate::error::{BackendError, FileError, FileErrorKind};
 
-/// Bytes per stdin message when writing a chunk into the sandbox.
+/// Bytes per stdin message when writing a command's stdin.
 const STDIN_PIECE: usize = 1024 * 1024;
-
-/// Exit codes the file scripts use for DeepAgents' literals.
-const RC_NOT_FOUND: i32 = 10;
-const RC_IS_DIR: i32 = 11;
-const RC_PERMISSION: i32 = 12;
-const RC_INVALID_PATH: i32 = 13;
-
-/// Shared prologue: classify a missing path (a non-directory ancestor → invalid_path).
-const MISSING: &str = r#"missing() {
-  a=$(dirname -- "$1")
-  while [ ! -e "$a" ] && [ "$a" != / ]; do a=$(dirname -- "$a"); done
-  [ -d "$a" ] || exit 13
-  [ -x "$a" ] || exit 12
-  exit 10
-}
-"#;
-
-const STAT_SH: &str = r#"p=$1
-if [ ! -e "$p" ]; then missing "$p"; fi
-if [ -d "$p" ]; then echo d 0; else printf 'f %s\n' "$(stat -c %s -- "$p")"; fi
-"#;
-
-const READ_SH: &str = r#"p=$1; off=$2; len=$3
-if [ ! -e "$p" ]; then missing "$p"; fi
-[ -d "$p" ] && exit 11
-[ -r "$p" ] || exit 12
-size=$(stat -c %s -- "$p") || exit 12
-printf '%s\n' "$size"
-[ "$len" -gt 0 ] || exit 0
-tail -c +$((off + 1)) -- "$p" | head -c "$len"
-"#;
-
-const WRITE_SH: &str = r#"p=$1; mode=$2; off=$3
-[ -d "$p" ] && exit 11
-d=$(dirname -- "$p")
-if [ ! -d "$d" ]; then
-  e=$d
-  while [ ! -e "$e" ] && [ "$e" != / ]; do e=$(dirname -- "$e"); done
-  [ -d "$e" ] || exit 13
-  mkdir -p -- "$d" 2>/dev/null || exit 12
-fi
-case $mode in
-  replace)
-    t="$d/.$(basename -- "$p").exec-server-tmp.$$"
-    if ! cat > "$t" 2>/dev/null; then rm -f -- "$t"; exit 12; fi
-    if ! mv -f -- "$t" "$p" 2>/dev/null; then rm -f -- "$t"; exit 12; fi ;;
-  append)
-    if [ -e "$p" ] && [ ! -w "$p" ]; then exit 12; fi
-    cat >> "$p" 2>/dev/null || exit 12 ;;
-  at)
-    [ -e "$p" ] || exit 10
-    [ -w "$p" ] || exit 12
-    truncate -s "$off" -- "$p" 2>/dev/null || exit 12
-    cat >> "$p" 2>/dev/null || exit 12 ;;
-esac
-stat -c %s -- "$p"
-"#;
 
 /// The backend: one `e2b::Sandbox` (its `Commands` client).
 pub(crate) struct EnvdBackend {
@@ -106,69 +50,6 @@ impl EnvdBackend {
 
     fn supports(&self, f: Feature) -> bool {
         self.sandbox.envd_version().supports(f)
-    }
-
-    /// Runs a file script with `args`, feeding `stdin`, and returns (exit code, stdout, stderr).
-    async fn script(
-        &self,
-        body: &str,
-        args: &[&str],
-        stdin: Option<Bytes>,
-    ) -> Result<(i32, Vec<u8>, String), BackendError> {
-        let mut argv = vec![
-            "-c".to_owned(),
-            format!("{MISSING}{body}"),
-            "exec-server".to_owned(),
-        ];
-        argv.extend(args.iter().map(|a| (*a).to_owned()));
-        let cmd = CommandLine::Exec {
-            program: "/bin/sh".into(),
-            args: argv,
-        };
-        let spec_stdin = stdin.is_some();
-        let spawned = self
-            .start(cmd, None, Default::default(), spec_stdin, None)
-            .await?;
-        let (handle, mut events) = spawned;
-        let feed = async {
-            if let Some(data) = stdin {
-                send_all(&handle, data).await?;
-                handle
-                    .close_stdin()
-                    .await
-                    .map_err(|e| BackendError::new(format!("closing stdin failed: {e}")))?;
-            }
-            Ok::<(), BackendError>(())
-        };
-        let collect = async {
-            let mut out = Vec::new();
-            let mut err = Vec::new();
-            let mut code = None;
-            while let Some(ev) = events.next().await {
-                match ev {
-                    Ok(CommandEvent::Stdout(b)) => out.extend_from_slice(&b),
-                    Ok(CommandEvent::Stderr(b)) => err.extend_from_slice(&b),
-                    Ok(CommandEvent::Exit(st)) => {
-                        code = Some(st.code_or_128_plus_signal());
-                        break;
-                    }
-                    Ok(_) => {}
-                    Err(e) => return Err(BackendError::new(e.to_string())),
-                }
-            }
-            let code = code.ok_or_else(|| {
-                BackendError::new("the sandbox ended the file operation without an exit status")
-            })?;
-            Ok((code, out, String::from_utf8_lossy(&err).into_owned()))
-        };
-        let (fed, res) = tokio::join!(feed, collect);
-        let res = res?;
-        // A script that failed has said why (its exit code); a script that succeeded while its
-        // stdin could not be fed may have written partial data, so that is an error.
-        if res.0 == 0 {
-            fed?;
-        }
-        Ok(res)
     }
 
     async fn start(
@@ -221,26 +102,30 @@ async fn send_all(handle: &e2b_commands::CommandHandle, data: Bytes) -> Result<(
     Ok(())
 }
 
-fn classify(path: &str, code: i32, stderr: &str) -> FileError {
-    let kind = match code {
-        RC_NOT_FOUND => FileErrorKind::FileNotFound,
-        RC_IS_DIR => FileErrorKind::IsDirectory,
-        RC_PERMISSION => FileErrorKind::PermissionDenied,
-        RC_INVALID_PATH => FileErrorKind::InvalidPath,
-        _ => {
-            return FileError::other(format!(
-                "{path}: file operation failed with exit code {code}: {}",
-                stderr.trim()
-            ));
-        }
+/// Maps a file API error to DeepAgents' literals.
+fn classify(path: &str, e: FilesystemError) -> FileError {
+    let kind = match &e {
+        FilesystemError::NotFound { .. } => Some(FileErrorKind::FileNotFound),
+        FilesystemError::IsDirectory { .. } => Some(FileErrorKind::IsDirectory),
+        FilesystemError::PermissionDenied { .. } => Some(FileErrorKind::PermissionDenied),
+        FilesystemError::InvalidArgument { .. } => Some(FileErrorKind::InvalidPath),
+        _ => None,
     };
-    let what = match kind {
-        FileErrorKind::FileNotFound => "no such file",
-        FileErrorKind::IsDirectory => "is a directory",
-        FileErrorKind::PermissionDenied => "permission denied",
-        FileErrorKind::InvalidPath => "a parent is not a directory",
+    let message = match kind {
+        Some(FileErrorKind::FileNotFound) => format!("{path}: no such file"),
+        Some(FileErrorKind::IsDirectory) => format!("{path}: is a directory"),
+        Some(FileErrorKind::PermissionDenied) => format!("{path}: permission denied ({e})"),
+        Some(FileErrorKind::InvalidPath) => format!("{path}: {e}"),
+        None => format!("{path}: {e}"),
     };
-    FileError::new(kind, format!("{path}: {what}"))
+    FileError { kind, message }
+}
+
+/// The answer of `POST /files/compose`.
+#[derive(serde::Deserialize)]
+struct Composed {
+    #[serde(default)]
+    size: u64,
 }
 
 struct HandleKiller {
@@ -315,57 +200,100 @@ impl SandboxBackend for EnvdBackend {
     }
 
     async fn stat(&self, path: &str) -> Result<FileStat, FileError> {
-        let (code, out, err) = self.script(STAT_SH, &[path], None).await?;
-        if code != 0 {
-            return Err(classify(path, code, &err));
-        }
-        let s = String::from_utf8_lossy(&out);
-        let mut it = s.split_whitespace();
-        let kind = it.next().unwrap_or("");
-        let size = it.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+        let e = self
+            .sandbox
+            .files()
+            .get_info(path)
+            .await
+            .map_err(|e| classify(path, e))?;
         Ok(FileStat {
-            is_dir: kind == "d",
-            size,
+            is_dir: e.file_type == FileType::Dir,
+            is_file: e.file_type == FileType::File,
+            size: e.size,
         })
     }
 
     async fn read_chunk(&self, path: &str, offset: u64, len: u64) -> Result<FileChunk, FileError> {
-        let (o, l) = (offset.to_string(), len.to_string());
-        let (code, out, err) = self.script(READ_SH, &[path, &o, &l], None).await?;
-        if code != 0 {
-            return Err(classify(path, code, &err));
-        }
-        let nl = out
-            .iter()
-            .position(|b| *b == b'\n')
-            .ok_or_else(|| FileError::other(format!("{path}: malformed read reply")))?;
-        let size = std::str::from_utf8(&out[..nl])
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .ok_or_else(|| FileError::other(format!("{path}: malformed size in read reply")))?;
-        let data = Bytes::from(out).slice(nl + 1..);
-        Ok(FileChunk { data, size })
+        let r = self
+            .sandbox
+            .files()
+            .read_range(path, offset, len)
+            .await
+            .map_err(|e| classify(path, e))?;
+        Ok(FileChunk {
+            data: r.data,
+            size: r.size,
+        })
     }
 
-    async fn write_chunk(
-        &self,
-        path: &str,
-        data: Bytes,
-        mode: WriteMode,
-    ) -> Result<u64, FileError> {
-        let (m, off) = match mode {
-            WriteMode::Replace => ("replace", 0),
-            WriteMode::Append => ("append", 0),
-            WriteMode::At(o) => ("at", o),
-        };
-        let off = off.to_string();
-        let (code, out, err) = self.script(WRITE_SH, &[path, m, &off], Some(data)).await?;
-        if code != 0 {
-            return Err(classify(path, code, &err));
+    async fn write_file(&self, path: &str, data: Bytes) -> Result<u64, FileError> {
+        let n = data.len() as u64;
+        self.sandbox
+            .files()
+            .write(path, data)
+            .await
+            .map_err(|e| classify(path, e))?;
+        Ok(n)
+    }
+
+    async fn compose(&self, sources: &[String], destination: &str) -> Result<u64, FileError> {
+        let fs = self.sandbox.files();
+        let conn = fs.connection();
+        let mut body = serde_json::json!({
+            "source_paths": sources,
+            "destination": destination,
+        });
+        if let Some(u) = conn.effective_user(None) {
+            body["username"] = u.into();
         }
-        String::from_utf8_lossy(&out)
-            .trim()
-            .parse()
-            .map_err(|_| FileError::other(format!("{path}: malformed size after write")))
+        let resp = conn
+            .http()
+            .post(format!("{}/files/compose", conn.url()))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| {
+                FileError::other(format!("{destination}: publishing the upload failed: {e}"))
+            })?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| {
+            FileError::other(format!("{destination}: publishing the upload failed: {e}"))
+        })?;
+        if status.as_u16() == 404 && bytes.is_empty() {
+            return Err(FileError::other(format!(
+                "{destination}: this envd has no POST /files/compose, so chunked uploads cannot be published atomically; upload the file in one call"
+            )));
+        }
+        if !status.is_success() {
+            let msg = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
+                .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
+            let kind = match status.as_u16() {
+                403 => Some(FileErrorKind::PermissionDenied),
+                400 if msg.contains("is a directory") => Some(FileErrorKind::IsDirectory),
+                400 => Some(FileErrorKind::InvalidPath),
+                _ => None,
+            };
+            return Err(FileError {
+                kind,
+                message: format!(
+                    "{destination}: publishing the upload failed: HTTP {status}: {msg}"
+                ),
+            });
+        }
+        let c: Composed = serde_json::from_slice(&bytes).map_err(|e| {
+            FileError::other(format!("{destination}: unexpected compose answer: {e}"))
+        })?;
+        Ok(c.size)
+    }
+
+    async fn remove(&self, path: &str) -> Result<(), FileError> {
+        self.sandbox
+            .files()
+            .remove(path)
+            .await
+            .map_err(|e| classify(path, e))
     }
 }

@@ -97,25 +97,6 @@ impl FileError {
             message: message.into(),
         }
     }
-
-    /// Classifies an `io::Error` raised for `path`.
-    #[allow(dead_code)]
-    pub(crate) fn from_io(path: &str, e: &std::io::Error) -> Self {
-        use std::io::ErrorKind as K;
-        let kind = match e.kind() {
-            K::NotFound => Some(FileErrorKind::FileNotFound),
-            K::PermissionDenied => Some(FileErrorKind::PermissionDenied),
-            K::IsADirectory => Some(FileErrorKind::IsDirectory),
-            K::NotADirectory | K::InvalidFilename | K::InvalidInput | K::AlreadyExists => {
-                Some(FileErrorKind::InvalidPath)
-            }
-            _ => None,
-        };
-        Self {
-            kind,
-            message: format!("{path}: {e}"),
-        }
-    }
 }
 
 impl From<BackendError> for FileError {

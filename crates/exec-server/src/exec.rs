@@ -14,7 +14,7 @@ use crate::output::HeadTail;
 /// Exit code reported when the server's timeout killed the command (GNU `timeout`'s).
 pub(crate) const TIMEOUT_EXIT_CODE: i32 = 124;
 /// How long to wait for the process group to go away after a kill.
-const DRAIN_AFTER_KILL: Duration = Duration::from_secs(5);
+pub(crate) const DRAIN_AFTER_KILL: Duration = Duration::from_secs(5);
 /// The most output one progress notification carries.
 const PROGRESS_CHUNK_MAX: usize = 64 * 1024;
 
@@ -38,6 +38,8 @@ pub(crate) struct ExecOutcome {
     pub(crate) output: Vec<u8>,
     /// stdout and stderr apart, kept only for the legacy text format.
     pub(crate) legacy: Option<(Vec<u8>, Vec<u8>)>,
+    /// With `legacy`, when stdout was cut: its first bytes only (no marker, no tail).
+    pub(crate) stdout_head: Option<Vec<u8>>,
     pub(crate) exit_code: i32,
     pub(crate) signal: Option<i32>,
     pub(crate) timed_out: bool,
@@ -48,7 +50,9 @@ pub(crate) struct ExecOutcome {
     pub(crate) stderr_bytes: u64,
 }
 
-/// Resolves the requested timeout in seconds: `None` → default, `0` → maximum, capped at maximum.
+/// Resolves the requested timeout in seconds: `None` → default, `0` → maximum, capped at the
+/// maximum (any finite size, however large, is capped, never a panic); negative, NaN or
+/// infinite values are refused.
 pub(crate) fn resolve_timeout(
     requested: Option<f64>,
     limits: &ExecLimits,
@@ -56,10 +60,13 @@ pub(crate) fn resolve_timeout(
     match requested {
         None => Ok(limits.default_timeout.min(limits.max_timeout)),
         Some(t) if !t.is_finite() || t < 0.0 => Err(format!(
-            "timeout must be a non-negative number of seconds, got {t}"
+            "timeout must be a non-negative number of seconds, got {t}; use 0 for the server's maximum ({} s)",
+            limits.max_timeout.as_secs_f64()
         )),
         Some(0.0) => Ok(limits.max_timeout),
-        Some(t) => Ok(Duration::from_secs_f64(t).min(limits.max_timeout)),
+        Some(t) => Ok(Duration::try_from_secs_f64(t)
+            .unwrap_or(limits.max_timeout)
+            .min(limits.max_timeout)),
     }
 }
 
@@ -182,6 +189,10 @@ pub(crate) async fn run(
     let truncated = combined.truncated();
     Ok(ExecOutcome {
         output: combined.render(),
+        stdout_head: legacy_bufs
+            .as_ref()
+            .filter(|(o, _)| o.truncated())
+            .map(|(o, _)| o.head().to_vec()),
         legacy: legacy_bufs.map(|(o, e)| (o.render(), e.render())),
         exit_code,
         signal,
@@ -212,4 +223,54 @@ async fn flush_progress(p: &ProgressFn, pending: &mut Vec<u8>, dropped: &mut u64
     pending.clear();
     *dropped = 0;
     p(total, text).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> ExecLimits {
+        ExecLimits {
+            default_timeout: Duration::from_secs(120),
+            max_timeout: Duration::from_secs(3600),
+            output_cap: 1024,
+            progress_interval: Duration::from_millis(250),
+        }
+    }
+
+    #[test]
+    fn resolve_timeout_defaults_caps_and_refuses() {
+        let l = limits();
+        assert_eq!(resolve_timeout(None, &l), Ok(Duration::from_secs(120)));
+        assert_eq!(
+            resolve_timeout(Some(0.0), &l),
+            Ok(Duration::from_secs(3600))
+        );
+        assert_eq!(
+            resolve_timeout(Some(1.5), &l),
+            Ok(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            resolve_timeout(Some(7200.0), &l),
+            Ok(Duration::from_secs(3600))
+        );
+        // Values past Duration's range are capped, not a panic.
+        assert_eq!(
+            resolve_timeout(Some(1e300), &l),
+            Ok(Duration::from_secs(3600))
+        );
+        assert_eq!(
+            resolve_timeout(Some(f64::MAX), &l),
+            Ok(Duration::from_secs(3600))
+        );
+        assert!(resolve_timeout(Some(-1.0), &l).is_err());
+        assert!(resolve_timeout(Some(f64::NAN), &l).is_err());
+        assert!(resolve_timeout(Some(f64::INFINITY), &l).is_err());
+        let small = ExecLimits {
+            default_timeout: Duration::from_secs(500),
+            max_timeout: Duration::from_secs(60),
+            ..l
+        };
+        assert_eq!(resolve_timeout(None, &small), Ok(Duration::from_secs(60)));
+    }
 }

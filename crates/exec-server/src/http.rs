@@ -1,4 +1,5 @@
-//! Streamable HTTP at `/mcp`, `GET /health`, auth, allowed hosts, body limit.
+//! Streamable HTTP at `/mcp` (and `/mcp/legacy`, `/mcp/json`), `GET /health`, auth, allowed
+//! hosts and origins, body limit.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,16 +28,47 @@ pub(crate) struct HttpOptions {
     /// `None`: no Host validation.
     pub(crate) allowed_hosts: Option<Vec<String>>,
     pub(crate) max_body_bytes: usize,
-    /// Stateless mode with plain `application/json` responses (no sessions).
+    /// Stateless mode with plain `application/json` responses (no sessions) at `/mcp`.
     pub(crate) json_response: bool,
+    /// Browser origins allowed to call; any other `Origin` is refused.
+    pub(crate) allowed_origins: Vec<String>,
+}
+
+/// One MCP endpoint: its service and its sessions.
+struct Endpoint {
+    service: StreamableHttpService<ExecServer, LocalSessionManager>,
+    sessions: Arc<LocalSessionManager>,
 }
 
 struct AppState {
-    service: StreamableHttpService<ExecServer, LocalSessionManager>,
-    sessions: Arc<LocalSessionManager>,
+    /// `/mcp`: sessions (or stateless JSON with `--json-response`), the server's text format.
+    main: Endpoint,
+    /// `/mcp/legacy`: as `/mcp`, with exec results in the Node server's text format.
+    legacy: Endpoint,
+    /// `/mcp/json`: stateless, plain `application/json` answers.
+    json: Endpoint,
     sandbox_id: String,
     api_key_hash: Option<[u8; 32]>,
     max_body_bytes: usize,
+    allowed_origins: Vec<String>,
+}
+
+/// `scheme://host[:port]`, lower-cased, without a trailing slash.
+fn normalize_origin(o: &str) -> String {
+    o.trim().trim_end_matches('/').to_ascii_lowercase()
+}
+
+/// Whether the request's `Origin` (if any) is allowed: requests without one (non-browser
+/// clients) pass; a browser's must be configured.
+fn origin_allowed(allowed: &[String], headers: &HeaderMap) -> bool {
+    let Some(v) = headers.get(http::header::ORIGIN) else {
+        return true;
+    };
+    let Ok(v) = v.to_str() else {
+        return false;
+    };
+    let v = normalize_origin(v);
+    allowed.contains(&v)
 }
 
 fn hash(s: &[u8]) -> [u8; 32] {
@@ -64,7 +96,8 @@ fn json_error(status: StatusCode, msg: &str) -> Response {
 }
 
 async fn health(State(st): State<Arc<AppState>>) -> Response {
-    let sessions = st.sessions.sessions.read().await.len();
+    let sessions = st.main.sessions.sessions.read().await.len()
+        + st.legacy.sessions.sessions.read().await.len();
     axum::Json(json!({
         "status": "ok",
         "sandbox_id": st.sandbox_id,
@@ -98,6 +131,25 @@ fn inject_frame(data: &[u8], needle: &[u8], replacement: &[u8]) -> Option<Bytes>
 }
 
 async fn mcp(State(st): State<Arc<AppState>>, req: Request) -> Response {
+    serve_mcp(&st, &st.main, req).await
+}
+
+async fn mcp_legacy(State(st): State<Arc<AppState>>, req: Request) -> Response {
+    serve_mcp(&st, &st.legacy, req).await
+}
+
+async fn mcp_json(State(st): State<Arc<AppState>>, req: Request) -> Response {
+    serve_mcp(&st, &st.json, req).await
+}
+
+async fn serve_mcp(st: &AppState, ep: &Endpoint, req: Request) -> Response {
+    if !origin_allowed(&st.allowed_origins, req.headers()) {
+        tracing::warn!(origin = ?req.headers().get(http::header::ORIGIN), "refused a request from a browser origin that is not allowed");
+        return json_error(
+            StatusCode::FORBIDDEN,
+            "Forbidden: this Origin is not allowed; start the server with --allowed-origin <scheme://host:port> to let that web page call it",
+        );
+    }
     if let Some(expected) = &st.api_key_hash
         && !authorized(expected, req.headers())
     {
@@ -126,7 +178,7 @@ async fn mcp(State(st): State<Arc<AppState>>, req: Request) -> Response {
     };
     let init = parts.method == http::Method::POST && is_initialize(&bytes);
     let delete = parts.method == http::Method::DELETE;
-    let resp = st
+    let resp = ep
         .service
         .handle(http::Request::from_parts(parts, Full::new(bytes)))
         .await;
@@ -160,34 +212,45 @@ pub(crate) fn router(
     opts: &HttpOptions,
     ct: CancellationToken,
 ) -> axum::Router {
-    let mut config = StreamableHttpServerConfig::default()
+    let mut base = StreamableHttpServerConfig::default()
         .with_cancellation_token(ct)
         // Our own limit runs first; keep rmcp's out of the way.
         .with_max_request_body_bytes(opts.max_body_bytes.saturating_add(1024));
-    config = match &opts.allowed_hosts {
-        Some(hosts) => config.with_allowed_hosts(hosts.clone()),
-        None => config.disable_allowed_hosts(),
+    base = match &opts.allowed_hosts {
+        Some(hosts) => base.with_allowed_hosts(hosts.clone()),
+        None => base.disable_allowed_hosts(),
     };
-    if opts.json_response {
-        config = config
-            .with_legacy_session_mode(false)
-            .with_json_response(true);
-    }
-    let sessions = Arc::new(LocalSessionManager::default());
-    let sandbox_id = server.sandbox_id().to_owned();
-    let factory_server = server.clone();
-    let service =
-        StreamableHttpService::new(move || Ok(factory_server.clone()), sessions.clone(), config);
+    let json =
+        |c: StreamableHttpServerConfig| c.with_legacy_session_mode(false).with_json_response(true);
+    let main_config = if opts.json_response {
+        json(base.clone())
+    } else {
+        base.clone()
+    };
+    let endpoint = |server: ExecServer, config: StreamableHttpServerConfig| {
+        let sessions = Arc::new(LocalSessionManager::default());
+        let service =
+            StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), config);
+        Endpoint { service, sessions }
+    };
     let state = Arc::new(AppState {
-        service,
-        sessions,
-        sandbox_id,
+        main: endpoint(server.clone(), main_config.clone()),
+        legacy: endpoint(server.with_legacy_text(true), main_config),
+        json: endpoint(server.clone(), json(base)),
+        sandbox_id: server.sandbox_id().to_owned(),
         api_key_hash: opts.api_key.as_deref().map(|k| hash(k.as_bytes())),
         max_body_bytes: opts.max_body_bytes,
+        allowed_origins: opts
+            .allowed_origins
+            .iter()
+            .map(|o| normalize_origin(o))
+            .collect(),
     });
     axum::Router::new()
         .route("/health", get(health))
         .route("/mcp", any(mcp))
+        .route("/mcp/legacy", any(mcp_legacy))
+        .route("/mcp/json", any(mcp_json))
         .with_state(state)
 }
 
@@ -230,6 +293,29 @@ mod tests {
             http::HeaderValue::from_static("Bearer secret"),
         );
         assert!(authorized(&k, &h));
+    }
+
+    #[test]
+    fn origins() {
+        let allowed = vec![normalize_origin("https://App.example.com:8443/")];
+        let mut h = HeaderMap::new();
+        assert!(
+            origin_allowed(&allowed, &h),
+            "no Origin: a non-browser client"
+        );
+        h.insert(
+            http::header::ORIGIN,
+            http::HeaderValue::from_static("https://app.example.com:8443"),
+        );
+        assert!(origin_allowed(&allowed, &h));
+        h.insert(
+            http::header::ORIGIN,
+            http::HeaderValue::from_static("https://evil.example"),
+        );
+        assert!(!origin_allowed(&allowed, &h));
+        assert!(!origin_allowed(&[], &h));
+        h.insert(http::header::ORIGIN, http::HeaderValue::from_static("null"));
+        assert!(!origin_allowed(&[], &h));
     }
 
     #[test]

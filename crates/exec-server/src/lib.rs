@@ -88,6 +88,7 @@ impl ExecServerHandle {
             default_cwd: args.cwd.clone(),
             shell: args.shell.clone(),
             login_shell: args.login_shell,
+            file_timeout: args.file_timeout(),
         };
         Self {
             server: ExecServer::new(backend, settings),
@@ -103,8 +104,11 @@ impl ExecServerHandle {
     /// Serves one MCP session over this process's stdin/stdout until the client closes it.
     pub async fn serve_stdio(&self) -> Result<(), ExecServerError> {
         let (stdin, stdout) = rmcp::transport::stdio();
+        let max = self.args.max_body_bytes;
+        // rmcp counts the newline; the filter does not.
+        let stdin = transport::LineLimit::new(stdin, max.saturating_sub(1));
         let t = rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, stdout)
-            .with_max_line_length(self.args.max_body_bytes);
+            .with_max_line_length(max);
         let t = transport::InjectServerInfo::new(t, self.sandbox_id().to_owned());
         let running = self
             .server
@@ -120,27 +124,51 @@ impl ExecServerHandle {
     }
 
     /// Serves Streamable HTTP at `/mcp` (and `GET /health`) on `addr` until `shutdown` is
-    /// cancelled. `on_bound` receives the bound address (useful with port 0).
+    /// cancelled. `on_bound` receives the bound address (useful with port 0). Also serves
+    /// `/mcp/legacy` (exec results in the Node server's text format, for a Phase-1 adapter) and
+    /// `/mcp/json` (stateless, plain JSON answers).
+    ///
+    /// # Errors
+    ///
+    /// [`ExecServerError::Config`] for a non-loopback `addr` without an API key (unless
+    /// `--insecure-no-auth`), [`ExecServerError::Bind`] when `addr` cannot be bound.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops serving; use `shutdown` for a graceful stop.
     pub async fn serve_http(
         &self,
         addr: SocketAddr,
         shutdown: CancellationToken,
         on_bound: impl FnOnce(SocketAddr) + Send,
     ) -> Result<(), ExecServerError> {
+        self.args.check_exposure(addr)?;
         let opts = http::HttpOptions {
             api_key: self.args.api_key.clone().filter(|k| !k.is_empty()),
             allowed_hosts: self.args.resolved_allowed_hosts(addr),
             max_body_bytes: self.args.max_body_bytes,
             json_response: self.args.json_response,
+            allowed_origins: self.args.allowed_origins.clone(),
         };
         http::serve(self.server.clone(), addr, opts, shutdown, on_bound).await
     }
+}
+
+/// The tool definitions the server lists in `tools/list` (name, description, input and output
+/// schemas, annotations), sorted by name, generated from the tools' Rust types: no server or
+/// sandbox is needed. A catalog of the tools can be generated from this.
+pub fn tool_definitions() -> Vec<rmcp::model::Tool> {
+    ExecServer::tool_router().list_all()
 }
 
 /// Runs the server as `args` say: HTTP when `--http` is given, else stdio. Returns when the
 /// stdio client disconnects, or on Ctrl-C / SIGTERM for HTTP.
 pub async fn run(args: ExecServerArgs) -> Result<(), ExecServerError> {
     let addr = args.http_addr()?;
+    if let Some(a) = addr {
+        // Before the sandbox is opened: a refused exposure costs nothing.
+        args.check_exposure(a)?;
+    }
     let handle = ExecServerHandle::open(args).await?;
     match addr {
         None => handle.serve_stdio().await,

@@ -63,6 +63,11 @@ impl HeadTail {
         self.total
     }
 
+    /// The first bytes kept (everything when nothing was dropped and it fits the head).
+    pub(crate) fn head(&self) -> &[u8] {
+        &self.head
+    }
+
     /// Whether bytes were dropped.
     pub(crate) fn truncated(&self) -> bool {
         self.total > (self.head.len() + self.tail.len()) as u64
@@ -86,6 +91,49 @@ impl HeadTail {
 /// The in-band marker put between head and tail.
 pub(crate) fn truncation_marker(dropped: u64) -> String {
     format!("\n[... exec-server: output truncated, {dropped} bytes omitted ...]\n")
+}
+
+/// The most bytes the text of one tool result may take as a JSON string: with the rest of the
+/// result it stays under the 1 MiB SSE event limit of the official MCP Python SDK.
+pub(crate) const MAX_RESULT_JSON_TEXT: usize = 960 * 1024;
+
+/// The length of `s` as a JSON string (quotes and escapes included).
+fn json_len(s: &str) -> usize {
+    2 + s
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            c if (c as u32) < 0x20 => 6,
+            c => c.len_utf8(),
+        })
+        .sum::<usize>()
+}
+
+/// Cuts `text` (head and tail kept, a marker between) until it takes at most `budget` bytes as
+/// a JSON string; returns it and whether it was cut. Control characters take six bytes each
+/// when escaped, so a byte cap alone does not bound the JSON.
+pub(crate) fn fit_json(text: String, budget: usize) -> (String, bool) {
+    let len = json_len(&text);
+    if len <= budget {
+        return (text, false);
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut keep = chars.len().saturating_mul(budget) / len;
+    loop {
+        keep = keep.saturating_sub(64);
+        let head = keep / 2;
+        let tail = keep - head;
+        let dropped = chars.len() - keep;
+        let mut out: String = chars[..head].iter().collect();
+        out.push_str(&format!(
+            "\n[... exec-server: {dropped} characters omitted to keep the result under the client's message size limit ...]\n"
+        ));
+        out.extend(&chars[chars.len() - tail..]);
+        if json_len(&out) <= budget || keep == 0 {
+            return (out, true);
+        }
+        keep = keep * 9 / 10;
+    }
 }
 
 /// Decodes output as lossy UTF-8, keeping NUL bytes.
@@ -138,6 +186,24 @@ mod tests {
         let r = b.render();
         assert_eq!(&r[..2], &[0, 1]);
         assert_eq!(&r[r.len() - 2..], &[254, 255]);
+    }
+
+    #[test]
+    fn results_fit_the_json_budget() {
+        let (t, cut) = fit_json("abc".into(), 100);
+        assert_eq!((t.as_str(), cut), ("abc", false));
+        let nuls = "\0".repeat(10_000);
+        let (t, cut) = fit_json(nuls, 1000);
+        assert!(cut);
+        assert!(json_len(&t) <= 1000, "{}", json_len(&t));
+        assert!(t.contains("omitted"));
+        assert_eq!(json_len("a\"\n\u{1}"), 2 + 1 + 2 + 2 + 6);
+        assert_eq!(
+            json_len("a\"\n\u{1}é"),
+            serde_json::to_string("a\"\n\u{1}é")
+                .unwrap_or_default()
+                .len()
+        );
     }
 
     #[test]

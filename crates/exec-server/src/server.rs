@@ -1,20 +1,26 @@
-//! The MCP server: tool list, dispatch, result shapes.
+//! The MCP server: tools defined by rmcp's `#[tool]` macros over `schemars` argument types, so
+//! the tool list, input/output schemas and dispatch come from the types below.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::{ToolCallContext, schema_for_output};
+use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, DiscoverResult,
-    Implementation, InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult,
-    MetaObject, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_router};
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use crate::backend::{RunSpec, SandboxBackend};
 use crate::compat;
@@ -25,15 +31,20 @@ use crate::files;
 pub(crate) const SERVER_NAME: &str = "e2b-exec-server";
 /// The crate version.
 pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The request `_meta` key that picks the Node server's text format for one call.
+pub(crate) const LEGACY_TEXT_META: &str = "e2b/legacy_text";
 
 /// Arguments of `exec_command` / `execute`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct ExecArgs {
     /// The command line, run by the sandbox's shell.
     #[serde(alias = "command")]
     pub(crate) cmd: String,
     /// Timeout in seconds (default 120; 0 = the server's maximum; capped at the maximum). On
-    /// timeout the whole process group is killed and exit_code is 124.
+    /// timeout the whole process group is killed and exit_code is 124. A background child
+    /// (`cmd &`) that keeps the output open is waited for until this timeout: redirect its
+    /// output (`cmd >/tmp/log 2>&1 &`) to return at once.
     #[serde(default)]
     pub(crate) timeout: Option<f64>,
     /// Working directory (absolute).
@@ -47,6 +58,28 @@ pub(crate) struct ExecArgs {
     pub(crate) stdin: Option<String>,
 }
 
+/// The structured result of `exec_command` (also its `_meta`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub(crate) struct ExecFields {
+    /// The program's exit code; 128+N when killed by signal N; 124 on timeout; 127/126 not
+    /// found / not executable.
+    pub(crate) exit_code: i32,
+    /// Output exceeded the cap; head and tail were kept with a marker.
+    pub(crate) truncated: bool,
+    /// The sandbox the command ran in.
+    pub(crate) sandbox_id: String,
+    /// The server's timeout killed the command.
+    pub(crate) timed_out: bool,
+    /// The signal that killed the program, if any.
+    pub(crate) signal: Option<i32>,
+    /// Wall time of the command in milliseconds.
+    pub(crate) duration_ms: u64,
+    /// Bytes the program wrote to stdout (before truncation).
+    pub(crate) stdout_bytes: u64,
+    /// Bytes the program wrote to stderr (before truncation).
+    pub(crate) stderr_bytes: u64,
+}
+
 /// Settings of one server instance (shared by every session).
 #[derive(Debug, Clone)]
 pub(crate) struct ServerSettings {
@@ -57,106 +90,293 @@ pub(crate) struct ServerSettings {
     pub(crate) default_cwd: Option<String>,
     pub(crate) shell: String,
     pub(crate) login_shell: bool,
+    /// The limit on one file or compat tool call.
+    pub(crate) file_timeout: Duration,
 }
 
 struct Inner {
     backend: Arc<dyn SandboxBackend>,
     settings: ServerSettings,
-    tools: Vec<Tool>,
+    router: ToolRouter<ExecServer>,
+    uploads: files::Uploads,
 }
 
 /// The MCP handler. Cheap to clone; every session and stateless request shares one sandbox.
 #[derive(Clone)]
 pub(crate) struct ExecServer {
     inner: Arc<Inner>,
-}
-
-fn schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
-    rmcp::handler::server::common::schema_for_type::<T>()
+    /// The text format of this session's exec results (a call may override it in `_meta`).
+    legacy_text: bool,
 }
 
 /// The declared output schema of `exec_command`.
-pub(crate) fn exec_output_schema() -> Arc<JsonObject> {
-    let v = json!({
-        "type": "object",
-        "properties": {
-            "exit_code": {"type": "integer", "description": "The program's exit code; 128+N when killed by signal N; 124 on timeout; 127/126 not found / not executable."},
-            "truncated": {"type": "boolean", "description": "Output exceeded the cap; head and tail were kept with a marker."},
-            "sandbox_id": {"type": "string"},
-            "timed_out": {"type": "boolean"},
-            "signal": {"type": ["integer", "null"], "description": "The signal that killed the program, if any."},
-            "duration_ms": {"type": "integer"},
-            "stdout_bytes": {"type": "integer", "description": "Bytes the program wrote to stdout (before truncation)."},
-            "stderr_bytes": {"type": "integer", "description": "Bytes the program wrote to stderr (before truncation)."}
-        },
-        "required": ["exit_code", "truncated", "sandbox_id", "timed_out", "signal", "duration_ms", "stdout_bytes", "stderr_bytes"]
-    });
-    match v {
-        Value::Object(m) => Arc::new(m),
-        _ => Arc::new(JsonObject::new()),
+pub(crate) fn exec_output_schema() -> Arc<rmcp::model::JsonObject> {
+    schema_for_output::<ExecFields>()
+}
+
+/// What a bounded file or compat call came to when it did not finish.
+enum Stopped {
+    TimedOut(Duration),
+    Cancelled,
+}
+
+impl Stopped {
+    fn message(&self, tool: &str) -> String {
+        match self {
+            Self::TimedOut(d) => format!(
+                "{tool} did not finish within {} s (a FIFO, a device or a very slow filesystem?); nothing more was done; raise --file-timeout for slow files",
+                d.as_secs_f64()
+            ),
+            Self::Cancelled => format!("{tool} was cancelled by the client"),
+        }
     }
 }
 
-fn tool_list() -> Vec<Tool> {
-    let exec_desc = "Run a shell command in the sandbox. content[0].text is exactly what the program wrote (stdout and stderr combined in arrival order); the exit code and other facts are in _meta and structuredContent.";
-    let exec_ann = ToolAnnotations::new().destructive(true).open_world(true);
-    vec![
-        Tool::new("exec_command", exec_desc, schema::<ExecArgs>())
-            .with_raw_output_schema(exec_output_schema())
-            .with_annotations(exec_ann.clone()),
-        Tool::new(
-            "execute",
-            "Alias of exec_command (same arguments and result), for clients of the Node exec_server.",
-            schema::<ExecArgs>(),
-        )
-        .with_raw_output_schema(exec_output_schema())
-        .with_annotations(exec_ann),
-        Tool::new(
-            "upload_file",
-            "Write base64 content (standard, padded, no line breaks) to an absolute path; parents are created; a whole-file write replaces the file atomically. Send large files in chunks with offset or append. Text: 'Written N bytes to P'.",
-            schema::<files::UploadArgs>(),
-        )
-        .with_annotations(ToolAnnotations::new().destructive(true).idempotent(true).open_world(false)),
-        Tool::new(
-            "download_file",
-            "Read a file (or a chunk of it with offset/length) as standard padded base64 without line breaks. _meta has size, sha256 of the chunk and eof.",
-            schema::<files::DownloadArgs>(),
-        )
-        .with_annotations(ToolAnnotations::new().read_only(true).idempotent(true).open_world(false)),
-        Tool::new("read", "Read a text file in `cat -n` form (exit_code 1 when missing).", schema::<compat::ReadArgs>())
-            .with_annotations(ToolAnnotations::new().read_only(true).open_world(false)),
-        Tool::new("write", "Write a text file, creating parent directories.", schema::<compat::WriteArgs>())
-            .with_annotations(ToolAnnotations::new().destructive(true).open_world(false)),
-        Tool::new("edit", "Replace text in a file. exit_code 0 ok, 1 not found, 2 several matches, 3 file missing.", schema::<compat::EditArgs>())
-            .with_annotations(ToolAnnotations::new().destructive(true).open_world(false)),
-        Tool::new("grep", "Search files for a literal string. JSON lines {path,line,text}; exit_code 1 when nothing matches.", schema::<compat::GrepArgs>())
-            .with_annotations(ToolAnnotations::new().read_only(true).open_world(false)),
-        Tool::new("glob", "Find paths matching a glob. JSON lines {path,is_dir,size,mtime}.", schema::<compat::GlobArgs>())
-            .with_annotations(ToolAnnotations::new().read_only(true).open_world(false)),
-        Tool::new("ls", "List a directory. JSON lines {path,is_dir}; exit_code 1 when it is missing.", schema::<compat::LsArgs>())
-            .with_annotations(ToolAnnotations::new().read_only(true).open_world(false)),
-    ]
+/// Runs `fut` until it ends, `limit` passes or `ct` fires; dropping it stops the work (an HTTP
+/// request to envd is aborted, a helper process is killed by its owner).
+async fn bounded<T>(
+    limit: Duration,
+    ct: &CancellationToken,
+    fut: impl Future<Output = T>,
+) -> Result<T, Stopped> {
+    tokio::select! {
+        r = fut => Ok(r),
+        _ = tokio::time::sleep(limit) => Err(Stopped::TimedOut(limit)),
+        _ = ct.cancelled() => Err(Stopped::Cancelled),
+    }
 }
 
-fn parse_args<T: for<'de> Deserialize<'de>>(
-    name: &str,
-    args: &mut Option<JsonObject>,
-) -> Result<T, ErrorData> {
-    // Taken, not cloned: an upload chunk's argument is megabytes of base64.
-    let v = Value::Object(args.take().unwrap_or_default());
-    serde_json::from_value(v)
-        .map_err(|e| ErrorData::invalid_params(format!("invalid arguments for {name}: {e}"), None))
+#[tool_router(vis = "pub(crate)")]
+impl ExecServer {
+    /// Run a shell command in the sandbox. content[0].text is exactly what the program wrote
+    /// (stdout and stderr combined in arrival order); the exit code and other facts are in
+    /// _meta and structuredContent. A background child (`cmd &`) whose output is not
+    /// redirected keeps the call open until the timeout (exit_code 124).
+    #[tool(
+        name = "exec_command",
+        output_schema = exec_output_schema(),
+        annotations(destructive_hint = true, open_world_hint = true)
+    )]
+    async fn exec_command(
+        &self,
+        Parameters(args): Parameters<ExecArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.exec_tool(args, &context).await
+    }
+
+    /// Alias of exec_command (same arguments and result), for clients of the Node exec_server.
+    #[tool(
+        name = "execute",
+        output_schema = exec_output_schema(),
+        annotations(destructive_hint = true, open_world_hint = true)
+    )]
+    async fn execute(
+        &self,
+        Parameters(args): Parameters<ExecArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.exec_tool(args, &context).await
+    }
+
+    /// Write base64 content (standard, padded, no line breaks) to an absolute path; parents are
+    /// created; the file is replaced atomically and keeps the mode of the file it replaces.
+    /// Large files: send chunks in order with `offset` and `total_size`; they are staged and
+    /// published once, when the last byte arrives (the destination is untouched until then).
+    /// Text: 'Written N bytes to P'; _meta has size and the whole file's sha256 once published.
+    #[tool(
+        name = "upload_file",
+        annotations(
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn upload_file(
+        &self,
+        Parameters(args): Parameters<files::UploadArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let s = &self.inner.settings;
+        let fut = files::upload(self.inner.backend.as_ref(), &self.inner.uploads, args);
+        match bounded(s.file_timeout, &context.ct, fut).await {
+            Ok(Ok(ok)) => self.file_ok(ok),
+            Ok(Err(e)) => self.file_error(e),
+            Err(stop) => {
+                self.file_error(crate::error::FileError::other(stop.message("upload_file")))
+            }
+        }
+    }
+
+    /// Read a file as standard padded base64 without line breaks. Without offset/length the
+    /// whole file is returned if it fits in one chunk; a larger file is an error naming the
+    /// chunked form (offset + length, following _meta.eof). _meta has size, sha256 of the
+    /// returned bytes and eof.
+    #[tool(
+        name = "download_file",
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn download_file(
+        &self,
+        Parameters(args): Parameters<files::DownloadArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let s = &self.inner.settings;
+        let fut = files::download(self.inner.backend.as_ref(), args, s.max_chunk_bytes);
+        match bounded(s.file_timeout, &context.ct, fut).await {
+            Ok(Ok(ok)) => self.file_ok(ok),
+            Ok(Err(e)) => self.file_error(e),
+            Err(stop) => self.file_error(crate::error::FileError::other(
+                stop.message("download_file"),
+            )),
+        }
+    }
+
+    /// Read a text file in `cat -n` form (exit_code 1 when missing). Lines past `limit` are
+    /// not shown; _meta.truncated says so and the text ends with how to read the rest.
+    #[tool(
+        name = "read",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn read(
+        &self,
+        Parameters(args): Parameters<compat::ReadArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let fut = compat::read(self.inner.backend.as_ref(), args);
+        let limit = self.inner.settings.file_timeout;
+        self.compat_bounded("read", limit, &context.ct, fut).await
+    }
+
+    /// Write a text file, creating parent directories.
+    #[tool(
+        name = "write",
+        annotations(destructive_hint = true, open_world_hint = false)
+    )]
+    async fn write(
+        &self,
+        Parameters(args): Parameters<compat::WriteArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let fut = compat::write(self.inner.backend.as_ref(), args);
+        let limit = self.inner.settings.file_timeout;
+        self.compat_bounded("write", limit, &context.ct, fut).await
+    }
+
+    /// Replace text in a file (bytes are kept exactly; the file is replaced atomically).
+    /// exit_code 0 ok, 1 not found, 2 several matches, 3 file missing, 4 the file cannot be
+    /// edited whole (too large or not a regular file; it is left untouched).
+    #[tool(
+        name = "edit",
+        annotations(destructive_hint = true, open_world_hint = false)
+    )]
+    async fn edit(
+        &self,
+        Parameters(args): Parameters<compat::EditArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let fut = compat::edit(self.inner.backend.as_ref(), args);
+        let limit = self.inner.settings.file_timeout;
+        self.compat_bounded("edit", limit, &context.ct, fut).await
+    }
+
+    /// Search files for a literal string. JSON lines {path,line,text}; exit_code 1 when nothing
+    /// matches, 2 on an error (matches found before it are kept). _meta.truncated is true when
+    /// the list was cut (at a line boundary) and the last line says how to narrow the search.
+    #[tool(
+        name = "grep",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn grep(
+        &self,
+        Parameters(args): Parameters<compat::GrepArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let (limits, limit) = self.script_limits();
+        let fut = compat::grep(
+            self.inner.backend.as_ref(),
+            args,
+            &limits,
+            context.ct.clone(),
+        );
+        // The helper command stops itself on cancellation and at `limits.max_timeout`.
+        self.compat_bounded("grep", limit, &CancellationToken::new(), fut)
+            .await
+    }
+
+    /// Find paths matching a glob. JSON lines {path,is_dir,size,mtime}; _meta.truncated as for
+    /// grep.
+    #[tool(
+        name = "glob",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn glob(
+        &self,
+        Parameters(args): Parameters<compat::GlobArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let (limits, limit) = self.script_limits();
+        let fut = compat::glob(
+            self.inner.backend.as_ref(),
+            args,
+            &limits,
+            context.ct.clone(),
+        );
+        // The helper command stops itself on cancellation and at `limits.max_timeout`.
+        self.compat_bounded("glob", limit, &CancellationToken::new(), fut)
+            .await
+    }
+
+    /// List a directory. JSON lines {path,is_dir}; exit_code 1 when it is missing;
+    /// _meta.truncated as for grep.
+    #[tool(
+        name = "ls",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn ls(
+        &self,
+        Parameters(args): Parameters<compat::LsArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let (limits, limit) = self.script_limits();
+        let fut = compat::ls(
+            self.inner.backend.as_ref(),
+            args,
+            &limits,
+            context.ct.clone(),
+        );
+        // The helper command stops itself on cancellation and at `limits.max_timeout`.
+        self.compat_bounded("ls", limit, &CancellationToken::new(), fut)
+            .await
+    }
 }
 
 impl ExecServer {
     pub(crate) fn new(backend: Arc<dyn SandboxBackend>, settings: ServerSettings) -> Self {
+        let legacy_text = settings.legacy_text;
         Self {
             inner: Arc::new(Inner {
                 backend,
                 settings,
-                tools: tool_list(),
+                router: Self::tool_router(),
+                uploads: files::Uploads::default(),
             }),
+            legacy_text,
         }
+    }
+
+    /// The same server, with exec results in the Node server's text format (`true`) or as the
+    /// program's exact output (`false`) unless a call says otherwise.
+    pub(crate) fn with_legacy_text(&self, legacy_text: bool) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            legacy_text,
+        }
+    }
+
+    /// Every tool definition, sorted by name (what `tools/list` returns).
+    pub(crate) fn tools(&self) -> Vec<Tool> {
+        self.inner.router.list_all()
     }
 
     pub(crate) fn sandbox_id(&self) -> &str {
@@ -186,33 +406,82 @@ impl ExecServer {
         CallToolResult::error(vec![ContentBlock::text(text)]).with_meta(Some(self.meta(m)))
     }
 
+    /// The limits of a compat tool's helper command, and the outer limit of the call.
+    fn script_limits(&self) -> (ExecLimits, Duration) {
+        let s = &self.inner.settings;
+        let mut limits = s.limits;
+        limits.max_timeout = s.file_timeout;
+        (
+            limits,
+            s.file_timeout + exec::DRAIN_AFTER_KILL + Duration::from_secs(1),
+        )
+    }
+
+    async fn compat_bounded(
+        &self,
+        tool: &str,
+        limit: Duration,
+        ct: &CancellationToken,
+        fut: impl Future<Output = compat::CompatOut>,
+    ) -> CallToolResult {
+        match bounded(limit, ct, fut).await {
+            Ok(o) => self.compat_result(o),
+            Err(stop) => {
+                let mut m = serde_json::Map::new();
+                m.insert("exit_code".into(), exec::TIMEOUT_EXIT_CODE.into());
+                m.insert(
+                    "timed_out".into(),
+                    matches!(stop, Stopped::TimedOut(_)).into(),
+                );
+                CallToolResult::error(vec![ContentBlock::text(format!(
+                    "Error: {}",
+                    stop.message(tool)
+                ))])
+                .with_meta(Some(self.meta(m)))
+            }
+        }
+    }
+
     fn compat_result(&self, o: compat::CompatOut) -> CallToolResult {
+        let (text, cut) = crate::output::fit_json(o.text, crate::output::MAX_RESULT_JSON_TEXT);
         let mut m = serde_json::Map::new();
         m.insert("exit_code".into(), o.exit_code.into());
-        CallToolResult::success(vec![ContentBlock::text(o.text)]).with_meta(Some(self.meta(m)))
+        if o.truncated.is_some() || cut {
+            m.insert(
+                "truncated".into(),
+                (o.truncated.unwrap_or(false) || cut).into(),
+            );
+        }
+        CallToolResult::success(vec![ContentBlock::text(text)]).with_meta(Some(self.meta(m)))
     }
 
     /// The fields shared by `_meta` and `structuredContent` of an exec result.
-    fn exec_fields(&self, o: &ExecOutcome) -> serde_json::Map<String, Value> {
-        let mut m = serde_json::Map::new();
-        m.insert("exit_code".into(), o.exit_code.into());
-        m.insert("truncated".into(), o.truncated.into());
-        m.insert("sandbox_id".into(), self.sandbox_id().into());
-        m.insert("timed_out".into(), o.timed_out.into());
-        m.insert("signal".into(), o.signal.map_or(Value::Null, Value::from));
-        m.insert("duration_ms".into(), o.duration_ms.into());
-        m.insert("stdout_bytes".into(), o.stdout_bytes.into());
-        m.insert("stderr_bytes".into(), o.stderr_bytes.into());
-        m
+    fn exec_fields(&self, o: &ExecOutcome) -> ExecFields {
+        ExecFields {
+            exit_code: o.exit_code,
+            truncated: o.truncated,
+            sandbox_id: self.sandbox_id().to_owned(),
+            timed_out: o.timed_out,
+            signal: o.signal,
+            duration_ms: o.duration_ms,
+            stdout_bytes: o.stdout_bytes,
+            stderr_bytes: o.stderr_bytes,
+        }
     }
 
-    pub(crate) fn exec_result(&self, o: &ExecOutcome) -> CallToolResult {
-        let text = if self.inner.settings.legacy_text {
+    pub(crate) fn exec_result(&self, o: &ExecOutcome, legacy: bool) -> CallToolResult {
+        let text = if legacy {
             legacy_text(o)
         } else {
             crate::output::lossy(&o.output)
         };
-        let fields = self.exec_fields(o);
+        let (text, cut) = crate::output::fit_json(text, crate::output::MAX_RESULT_JSON_TEXT);
+        let mut fields = self.exec_fields(o);
+        fields.truncated |= cut;
+        let fields = match serde_json::to_value(fields) {
+            Ok(Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
         let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
         r.structured_content = Some(Value::Object(fields.clone()));
         r.with_meta(Some(MetaObject(fields)))
@@ -228,6 +497,17 @@ impl ExecServer {
         .with_meta(Some(self.meta(m)))
     }
 
+    /// Whether this call wants the legacy text: `_meta["e2b/legacy_text"]` if given, else the
+    /// session's setting.
+    fn legacy_for(&self, context: &RequestContext<RoleServer>) -> bool {
+        context
+            .meta
+            .0
+            .get(LEGACY_TEXT_META)
+            .and_then(Value::as_bool)
+            .unwrap_or(self.legacy_text)
+    }
+
     async fn exec_tool(
         &self,
         args: ExecArgs,
@@ -238,6 +518,7 @@ impl ExecServer {
             Ok(t) => t,
             Err(e) => return self.exec_could_not_run(e),
         };
+        let legacy = self.legacy_for(context);
         let spec = RunSpec {
             cmd: args.cmd,
             shell: s.shell.clone(),
@@ -268,7 +549,7 @@ impl ExecServer {
             &s.limits,
             context.ct.clone(),
             progress,
-            s.legacy_text,
+            legacy,
         )
         .await
         {
@@ -282,65 +563,122 @@ impl ExecServer {
                     stderr_bytes = o.stderr_bytes,
                     "exec_command finished"
                 );
-                self.exec_result(&o)
+                self.exec_result(&o, legacy)
             }
             Err(e) => self.exec_could_not_run(e.to_string()),
         }
     }
 
-    /// Dispatches one tool call.
+    fn file_ok(&self, ok: files::FileOk) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text(ok.text)])
+            .with_meta(Some(self.meta(ok.meta)))
+    }
+
+    /// Dispatches one tool call through the router. Argument errors (missing, ill-typed or
+    /// unknown arguments) come back as `isError` results with a hint (SEP-1303); only an
+    /// unknown tool is a JSON-RPC error.
     pub(crate) async fn dispatch(
         &self,
         req: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
-        let b = self.inner.backend.as_ref();
-        let limits = &self.inner.settings.limits;
+    ) -> Result<CallToolResponse, ErrorData> {
         let name = req.name.to_string();
-        let mut args = req.arguments;
-        Ok(match name.as_str() {
-            "exec_command" | "execute" => {
-                let a: ExecArgs = parse_args(&name, &mut args)?;
-                self.exec_tool(a, &context).await
+        if name == crate::transport::LINE_TOO_LONG_TOOL {
+            let get = |k: &str| {
+                req.arguments
+                    .as_ref()
+                    .and_then(|a| a.get(k))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0)
+            };
+            let mut m = serde_json::Map::new();
+            m.insert("exit_code".into(), 2.into());
+            m.insert("error".into(), "request_too_large".into());
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "error: the request was {} bytes, over this server's limit of {} bytes per message (--max-body-bytes); nothing was done. Send files in smaller chunks (upload_file with offset and total_size)",
+                get("bytes"),
+                get("max")
+            ))])
+            .with_meta(Some(self.meta(m)))
+            .into());
+        }
+        if self.inner.router.get(&name).is_none() {
+            let known: Vec<String> = self.tools().iter().map(|t| t.name.to_string()).collect();
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool {name}; this server has: {}", known.join(", ")),
+                None,
+            ));
+        }
+        let resp = self
+            .inner
+            .router
+            .call(ToolCallContext::new(self, req, context))
+            .await?;
+        Ok(match resp {
+            CallToolResponse::Complete(mut r) if r.is_error == Some(true) => {
+                let schema = self.inner.router.get(&name).map(|t| t.input_schema.clone());
+                teach_argument_error(&name, schema.as_deref(), &mut r);
+                CallToolResponse::Complete(r)
             }
-            "upload_file" => match files::upload(b, parse_args(&name, &mut args)?).await {
-                Ok(ok) => self.file_ok(ok),
-                Err(e) => self.file_error(e),
-            },
-            "download_file" => {
-                match files::download(
-                    b,
-                    parse_args(&name, &mut args)?,
-                    self.inner.settings.max_chunk_bytes,
-                )
-                .await
-                {
-                    Ok(ok) => self.file_ok(ok),
-                    Err(e) => self.file_error(e),
-                }
-            }
-            "read" => self.compat_result(compat::read(b, parse_args(&name, &mut args)?).await),
-            "write" => self.compat_result(compat::write(b, parse_args(&name, &mut args)?).await),
-            "edit" => self.compat_result(compat::edit(b, parse_args(&name, &mut args)?).await),
-            "grep" => {
-                self.compat_result(compat::grep(b, parse_args(&name, &mut args)?, limits).await)
-            }
-            "glob" => {
-                self.compat_result(compat::glob(b, parse_args(&name, &mut args)?, limits).await)
-            }
-            "ls" => self.compat_result(compat::ls(b, parse_args(&name, &mut args)?, limits).await),
-            other => {
-                return Err(ErrorData::invalid_params(
-                    format!("unknown tool {other}"),
-                    None,
-                ));
-            }
+            other => other,
         })
     }
+}
 
-    fn file_ok(&self, ok: files::FileOk) -> CallToolResult {
-        CallToolResult::success(vec![ContentBlock::text(ok.text)])
-            .with_meta(Some(self.meta(ok.meta)))
+/// `name: type (required)` for every property of an input schema.
+fn describe_arguments(schema: &rmcp::model::JsonObject) -> String {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return "none".into();
+    };
+    props
+        .iter()
+        .map(|(k, v)| {
+            let ty = match v.get("type") {
+                Some(Value::String(t)) => t.clone(),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .filter(|t| *t != "null")
+                    .collect::<Vec<_>>()
+                    .join("|"),
+                _ => "any".into(),
+            };
+            if required.contains(&k.as_str()) {
+                format!("{k}: {ty} (required)")
+            } else {
+                format!("{k}: {ty}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Rewrites rmcp's "failed to deserialize parameters: ..." text into what to do.
+fn teach_argument_error(
+    tool: &str,
+    schema: Option<&rmcp::model::JsonObject>,
+    r: &mut CallToolResult,
+) {
+    for block in &mut r.content {
+        if let Some(t) = block.as_text()
+            && let Some(rest) = t.text.strip_prefix("failed to deserialize parameters:")
+        {
+            let args = schema.map_or_else(|| "see tools/list".into(), describe_arguments);
+            let text = format!(
+                "invalid arguments for {tool}:{rest}. {tool} takes {{{args}}}; fix the arguments to match its inputSchema (tools/list) and call it again."
+            );
+            *block = ContentBlock::text(text);
+            let mut m = serde_json::Map::new();
+            m.insert("exit_code".into(), 2.into());
+            m.insert("error".into(), "invalid_arguments".into());
+            r.meta = Some(MetaObject(m));
+            return;
+        }
     }
 }
 
@@ -406,11 +744,11 @@ impl ServerHandler for ExecServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.inner.tools.clone()))
+        Ok(ListToolsResult::with_all_items(self.tools()))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.inner.tools.iter().find(|t| t.name == name).cloned()
+        self.inner.router.get(name).cloned()
     }
 
     async fn call_tool(
@@ -418,6 +756,6 @@ impl ServerHandler for ExecServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.dispatch(request, context).await.map(Into::into)
+        self.dispatch(request, context).await
     }
 }

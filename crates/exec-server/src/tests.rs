@@ -196,6 +196,10 @@ async fn upload_download_chunks_and_errors() {
     .await;
     assert_eq!(text(&r), format!("Written 3 bytes to {p}"));
     assert_eq!(meta(&r, "exit_code"), json!(0));
+    assert_eq!(
+        meta(&r, "sha256"),
+        json!(crate::files::sha256_hex(&[0, 1, 2]))
+    );
     let r = call(
         &c,
         "upload_file",
@@ -203,16 +207,61 @@ async fn upload_download_chunks_and_errors() {
     )
     .await;
     assert_eq!(meta(&r, "size"), json!(6));
+    assert_eq!(std::fs::read(&p).unwrap(), [0, 1, 2, 3, 4, 5]);
+    // A chunked replacement: staged, the destination untouched until the last chunk.
+    let r = call(
+        &c,
+        "upload_file",
+        json!({"path": p, "content_base64": "CQkJ", "offset": 0, "total_size": 6}),
+    )
+    .await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    assert_eq!(meta(&r, "complete"), json!(false));
+    assert_eq!(std::fs::read(&p).unwrap(), [0, 1, 2, 3, 4, 5]);
+    let r = call(
+        &c,
+        "upload_file",
+        json!({"path": p, "content_base64": "AwT/", "offset": 3, "total_size": 6}),
+    )
+    .await;
+    assert_eq!(meta(&r, "complete"), json!(true), "{}", text(&r));
+    assert_eq!(meta(&r, "size"), json!(6));
+    assert_eq!(
+        meta(&r, "sha256"),
+        json!(crate::files::sha256_hex(&[9, 9, 9, 3, 4, 255]))
+    );
+    assert_eq!(std::fs::read(&p).unwrap(), [9, 9, 9, 3, 4, 255]);
+    // No part files are left next to it.
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("a/b"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    // A chunk at an offset without total_size teaches the chunked form.
     let r = call(
         &c,
         "upload_file",
         json!({"path": p, "content_base64": "/w==", "offset": 5}),
     )
     .await;
-    assert_eq!(meta(&r, "size"), json!(6));
-    // Chunked download: 4 + 2 bytes.
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("total_size"), "{}", text(&r));
+    // A single download of a file larger than one chunk is an error naming the chunked form,
+    // never a silently short success.
     let r = call(&c, "download_file", json!({"path": p})).await;
-    assert_eq!(text(&r), "AAECAw==");
+    assert_eq!(r.is_error, Some(true));
+    assert!(
+        text(&r).contains("offset") && text(&r).contains("length"),
+        "{}",
+        text(&r)
+    );
+    let r = call(
+        &c,
+        "download_file",
+        json!({"path": p, "offset": 0, "length": 4}),
+    )
+    .await;
+    assert_eq!(text(&r), "CQkJAw==");
     assert_eq!(meta(&r, "eof"), json!(false));
     let r = call(&c, "download_file", json!({"path": p, "offset": 4})).await;
     assert_eq!(text(&r), "BP8=");
@@ -256,6 +305,222 @@ async fn upload_download_chunks_and_errors() {
     )
     .await;
     assert_eq!(meta(&r, "error"), json!("is_directory"));
+}
+
+#[tokio::test]
+async fn argument_errors_are_tool_results() {
+    let c = pair(ExecServerArgs::default()).await;
+    for (tool, args, needle) in [
+        ("exec_command", json!({}), "cmd"),
+        (
+            "exec_command",
+            json!({"cmd": "true", "timeout": "soon"}),
+            "timeout",
+        ),
+        ("exec_command", json!({"cmd": "true", "bogus": 1}), "bogus"),
+        ("download_file", json!({"path": 7}), "path"),
+        (
+            "edit",
+            json!({"path": "/tmp/x", "old_string": "a"}),
+            "new_string",
+        ),
+    ] {
+        let r = call(&c, tool, args.clone()).await;
+        assert_eq!(r.is_error, Some(true), "{tool} {args}");
+        let t = text(&r);
+        assert!(t.contains(needle), "{tool} {args}: {t}");
+        assert!(t.contains("inputSchema"), "{t}");
+        assert_eq!(meta(&r, "error"), json!("invalid_arguments"));
+    }
+    // Only an unknown tool is a JSON-RPC error.
+    let e = c
+        .call_tool(CallToolRequestParams::new("no_such_tool"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("unknown tool"), "{e}");
+    // The server keeps serving.
+    assert_eq!(meta(&exec(&c, "true").await, "exit_code"), json!(0));
+}
+
+#[tokio::test]
+async fn huge_timeout_is_capped_not_a_panic() {
+    let c = pair(ExecServerArgs::default()).await;
+    for t in [1e300, f64::MAX, 1.8e19] {
+        let r = call(&c, "exec_command", json!({"cmd": "echo ok", "timeout": t})).await;
+        assert_eq!(text(&r), "ok\n");
+        assert_eq!(meta(&r, "exit_code"), json!(0));
+    }
+    let r = call(&c, "exec_command", json!({"cmd": "true", "timeout": -1})).await;
+    assert_eq!(r.is_error, Some(true));
+}
+
+#[tokio::test]
+async fn cancel_stops_the_command() {
+    use rmcp::model::{CallToolRequest, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+    let c = pair(ExecServerArgs::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("alive");
+    let cmd = format!("sleep 2; touch {}", marker.to_string_lossy());
+    let req = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("exec_command").with_arguments(obj(json!({"cmd": cmd}))),
+    ));
+    let handle = c
+        .peer()
+        .send_cancellable_request(req, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    handle.cancel(Some("test".into())).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert!(
+        !marker.exists(),
+        "the command survived notifications/cancelled"
+    );
+    assert_eq!(meta(&exec(&c, "true").await, "exit_code"), json!(0));
+}
+
+#[tokio::test]
+async fn fifo_paths_never_hang_file_tools() {
+    let c = pair(ExecServerArgs {
+        file_timeout: 1.0,
+        ..Default::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo").to_string_lossy().into_owned();
+    let r = exec(&c, &format!("mkfifo {fifo}")).await;
+    assert_eq!(meta(&r, "exit_code"), json!(0));
+    let guard = std::time::Duration::from_secs(30);
+    let r = tokio::time::timeout(guard, call(&c, "download_file", json!({"path": fifo})))
+        .await
+        .expect("download_file of a FIFO hung");
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("not a regular file"), "{}", text(&r));
+    for tool in ["read", "edit"] {
+        let r = tokio::time::timeout(
+            guard,
+            call(
+                &c,
+                tool,
+                json!({"path": fifo, "old_string": "a", "new_string": "b"}),
+            ),
+        )
+        .await;
+        // `read` takes no old_string: an argument error, answered at once.
+        let r = r.unwrap_or_else(|_| panic!("{tool} of a FIFO hung"));
+        assert!(r.is_error == Some(true) || meta(&r, "exit_code") != json!(0));
+    }
+    let r = tokio::time::timeout(guard, call(&c, "read", json!({"path": fifo})))
+        .await
+        .expect("read of a FIFO hung");
+    assert_eq!(meta(&r, "exit_code"), json!(4), "{}", text(&r));
+    // Writing into a FIFO nobody reads blocks in the sandbox: the tool's timeout answers.
+    let r = tokio::time::timeout(
+        guard,
+        call(
+            &c,
+            "upload_file",
+            json!({"path": fifo, "content_base64": "AA=="}),
+        ),
+    )
+    .await
+    .expect("upload_file to a FIFO hung");
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("did not finish"), "{}", text(&r));
+    // Unblock the sandbox's writer.
+    let _ = exec(&c, &format!("timeout 2 cat {fifo} >/dev/null")).await;
+    assert_eq!(meta(&exec(&c, "true").await, "exit_code"), json!(0));
+}
+
+#[tokio::test]
+async fn edit_keeps_bytes_and_refuses_what_it_cannot_edit() {
+    let c = pair(ExecServerArgs::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bin.dat");
+    let mut data = b"head \xff\xfe\x00 needle tail ".to_vec();
+    data.extend(std::iter::repeat_n(0xC3u8, 100));
+    std::fs::write(&f, &data).unwrap();
+    let p = f.to_string_lossy().into_owned();
+    let r = call(
+        &c,
+        "edit",
+        json!({"path": p, "old_string": "needle", "new_string": "pin"}),
+    )
+    .await;
+    assert_eq!(meta(&r, "exit_code"), json!(0), "{}", text(&r));
+    let mut want = b"head \xff\xfe\x00 pin tail ".to_vec();
+    want.extend(std::iter::repeat_n(0xC3u8, 100));
+    assert_eq!(std::fs::read(&f).unwrap(), want);
+
+    // Larger than edit loads whole: a teaching error, the file untouched.
+    let big = dir.path().join("big.txt");
+    let f2 = std::fs::File::create(&big).unwrap();
+    f2.set_len(crate::compat::MAX_EDIT_BYTES + 1).unwrap();
+    drop(f2);
+    let r = call(
+        &c,
+        "edit",
+        json!({"path": big.to_string_lossy(), "old_string": "x", "new_string": "y"}),
+    )
+    .await;
+    assert_eq!(meta(&r, "exit_code"), json!(4), "{}", text(&r));
+    assert!(text(&r).contains("exec_command"), "{}", text(&r));
+    assert_eq!(
+        std::fs::metadata(&big).unwrap().len(),
+        crate::compat::MAX_EDIT_BYTES + 1
+    );
+}
+
+#[tokio::test]
+async fn read_and_listings_never_cut_silently() {
+    let c = pair(ExecServerArgs {
+        max_output_bytes: 4096,
+        ..Default::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    // read: past the text cap, a flag and how to continue.
+    let f = dir.path().join("many.txt");
+    let line = "x".repeat(1000);
+    let body: String = (0..2000).map(|_| format!("{line}\n")).collect();
+    std::fs::write(&f, &body).unwrap();
+    let r = call(&c, "read", json!({"path": f.to_string_lossy()})).await;
+    assert_eq!(meta(&r, "truncated"), json!(true));
+    let t = text(&r);
+    assert!(
+        t.contains("call read with offset="),
+        "{}",
+        &t[t.len().saturating_sub(200)..]
+    );
+    assert!(t.len() < 2 * crate::compat::MAX_READ_TEXT);
+    let small = call(&c, "read", json!({"path": f.to_string_lossy(), "limit": 2})).await;
+    assert_eq!(text(&small).lines().count(), 3, "2 lines and the hint");
+
+    // grep: output over the cap is cut at a line boundary, flagged, with a hint; every line
+    // is whole JSON.
+    for i in 0..200 {
+        std::fs::write(dir.path().join(format!("f{i}.txt")), "match here\n").unwrap();
+    }
+    let r = call(
+        &c,
+        "grep",
+        json!({"pattern": "match", "path": dir.path().to_string_lossy()}),
+    )
+    .await;
+    assert_eq!(meta(&r, "truncated"), json!(true));
+    for l in text(&r).lines() {
+        let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        assert!(
+            v.get("path").is_some() || v.get("truncated").is_some(),
+            "{l}"
+        );
+    }
+    let r = call(&c, "ls", json!({"path": dir.path().to_string_lossy()})).await;
+    assert_eq!(meta(&r, "truncated"), json!(true));
+    for l in text(&r).lines() {
+        serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+    }
 }
 
 #[tokio::test]
@@ -310,4 +575,61 @@ async fn compat_tools() {
     assert_eq!(line["is_dir"], json!(true));
     let r = call(&c, "ls", json!({"path": format!("{d}/nope")})).await;
     assert_eq!(meta(&r, "exit_code"), json!(1));
+}
+
+#[test]
+fn tool_definitions_come_from_the_types() {
+    let tools = crate::tool_definitions();
+    let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(
+        names,
+        [
+            "download_file",
+            "edit",
+            "exec_command",
+            "execute",
+            "glob",
+            "grep",
+            "ls",
+            "read",
+            "upload_file",
+            "write"
+        ]
+    );
+    for t in &tools {
+        assert_eq!(
+            t.input_schema.get("type"),
+            Some(&json!("object")),
+            "{}",
+            t.name
+        );
+        assert_eq!(
+            t.input_schema.get("additionalProperties"),
+            Some(&json!(false)),
+            "{}: unknown arguments must be refused",
+            t.name
+        );
+        assert!(t.description.as_deref().is_some_and(|d| !d.is_empty()));
+        assert!(t.annotations.is_some(), "{}", t.name);
+    }
+    let exec = tools.iter().find(|t| t.name == "exec_command").unwrap();
+    let out = exec.output_schema.as_ref().unwrap();
+    let props = out.get("properties").and_then(Value::as_object).unwrap();
+    for k in [
+        "exit_code",
+        "truncated",
+        "sandbox_id",
+        "timed_out",
+        "signal",
+        "duration_ms",
+    ] {
+        assert!(props.contains_key(k), "{k} missing from the output schema");
+    }
+    let upload = tools.iter().find(|t| t.name == "upload_file").unwrap();
+    let props = upload
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap();
+    assert!(props.contains_key("total_size"));
 }

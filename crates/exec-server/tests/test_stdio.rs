@@ -84,12 +84,19 @@ async fn files_over_stdio() {
     let data: Vec<u8> = (0..2500u32).map(|i| (i % 251) as u8).collect();
     let b64 = base64::engine::general_purpose::STANDARD;
     for (i, chunk) in data.chunks(1000).enumerate() {
-        let mut a = json!({"path": p, "content_base64": b64.encode(chunk)});
-        if i > 0 {
-            a["offset"] = json!(i * 1000);
-        }
+        // The destination appears only when the last chunk is in.
+        assert!(
+            !std::path::Path::new(&p).exists(),
+            "a partial file was published"
+        );
+        let a = json!({"path": p, "content_base64": b64.encode(chunk), "offset": i * 1000, "total_size": data.len()});
         let r = call(&c, "upload_file", a).await;
         assert_eq!(text(&r), format!("Written {} bytes to {p}", chunk.len()));
+        if i == 2 {
+            assert_eq!(meta(&r, "complete"), json!(true));
+            let sha = format!("{:x}", <sha2::Sha256 as sha2::Digest>::digest(&data));
+            assert_eq!(meta(&r, "sha256"), json!(sha));
+        }
     }
     let mut got = Vec::new();
     loop {
@@ -116,5 +123,28 @@ async fn files_over_stdio() {
     )
     .await;
     assert_eq!(meta(&r, "error"), json!("is_directory"));
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_over_long_stdio_line_is_answered() {
+    let c = stdio_client(&["--max-body-bytes", "10000"], &[]).await;
+    let big = "A".repeat(40_000);
+    let r = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        call(
+            &c,
+            "upload_file",
+            json!({"path": "/tmp/e2b-too-long", "content_base64": big}),
+        ),
+    )
+    .await
+    .expect("no answer to an over-long line: the client would hang");
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("10000"), "{}", text(&r));
+    assert!(!std::path::Path::new("/tmp/e2b-too-long").exists());
+    // The session goes on.
+    let r = call(&c, "exec_command", json!({"cmd": "echo on"})).await;
+    assert_eq!(text(&r), "on\n");
     c.cancel().await.unwrap();
 }

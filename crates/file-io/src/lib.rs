@@ -1,10 +1,11 @@
-//! Local file I/O for streamed transfers, shared by the envd daemon (`/files`) and the
-//! `e2b-filesystem` client: memory stays at a few buffers whatever the file size, and buffers
-//! are reused rather than allocated (and page-faulted) per chunk.
-//!
-//! - [`Recycler`]: read buffers that come back once the consumer dropped them.
-//! - [`FileSink`]: a file written on a blocking thread from received chunks, copied at once into
-//!   recycled batch buffers.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc = include_str!("../README.md")]
+
+mod gzip;
+mod read;
+
+pub use gzip::{GZIP_CHUNK, GunzipError, gunzip_stream, gzip_stream};
+pub use read::{ReadOptions, Segment, read_segments, read_stream};
 
 use std::collections::VecDeque;
 use std::fs::File;

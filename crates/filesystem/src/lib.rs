@@ -1,29 +1,9 @@
-//! Read, write, list and watch files in an E2B sandbox over envd's Filesystem RPCs and its
-//! `/files` HTTP routes.
-//!
-//! [`Filesystem`] wraps an [`EnvdConnection`]. Small calls go over the Filesystem service
-//! (`Stat`, `ListDir`, `MakeDir`, `Move`, `Remove`, `WatchDir`); file content goes over
-//! `GET`/`POST /files` as a stream, so memory stays flat whatever the file size. Calls that need
-//! a newer envd fail before anything is sent, with [`FilesystemError::UnsupportedFeature`].
-//!
-//! ```no_run
-//! use e2b_envd_client::{EnvdConnection, EnvdEndpoint};
-//! use e2b_filesystem::{Filesystem, WriteOptions};
-//!
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let conn = EnvdConnection::new(EnvdEndpoint::new("http://127.0.0.1:49983"))?;
-//! let fs = Filesystem::new(conn);
-//! fs.write("notes/hello.txt", "hi").await?;
-//! assert_eq!(fs.read_text("notes/hello.txt").await?, "hi");
-//! for entry in fs.list("notes", 1).await? {
-//!     println!("{} {} {}", entry.permissions, entry.size, entry.path);
-//! }
-//! fs.write_with("big.log.gz-on-the-wire", "lots of text", &WriteOptions::default().gzip(true)).await?;
-//! # Ok(()) }
-//! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc = include_str!("../README.md")]
 
 mod error;
 mod local_io;
+mod range;
 mod types;
 mod watch;
 
@@ -37,6 +17,7 @@ use e2b_envd_proto::wire::{FileOperation, file_signature, files_query};
 use futures::{StreamExt as _, TryStreamExt as _};
 
 pub use error::{FilesystemError, Result};
+pub use range::RangeRead;
 pub use types::{
     ByteStream, EntryInfo, EventType, FileType, FilesystemEvent, UrlOptions, WatchOptions,
     WriteData, WriteEntry, WriteInfo, WriteOptions,
@@ -48,45 +29,6 @@ pub use watch::WatchHandle;
 pub struct Filesystem {
     conn: EnvdConnection,
     user: Option<String>,
-}
-
-/// Gzip-compresses a stream chunk by chunk (memory: one chunk plus the encoder state).
-fn gzip_stream(input: ByteStream) -> ByteStream {
-    use std::io::Write as _;
-    struct St {
-        input: ByteStream,
-        enc: Option<flate2::write::GzEncoder<Vec<u8>>>,
-    }
-    let st = St {
-        input,
-        enc: Some(flate2::write::GzEncoder::new(
-            Vec::new(),
-            flate2::Compression::fast(),
-        )),
-    };
-    Box::pin(futures::stream::try_unfold(st, |mut st| async move {
-        loop {
-            let Some(enc) = st.enc.as_mut() else {
-                return Ok(None);
-            };
-            match st.input.next().await {
-                Some(chunk) => {
-                    enc.write_all(&chunk?)?;
-                    let out = std::mem::take(enc.get_mut());
-                    if !out.is_empty() {
-                        return Ok(Some((Bytes::from(out), st)));
-                    }
-                }
-                None => {
-                    let Some(enc) = st.enc.take() else {
-                        return Ok(None);
-                    };
-                    let out = enc.finish()?;
-                    return Ok(Some((Bytes::from(out), st)));
-                }
-            }
-        }
-    }))
 }
 
 impl Filesystem {
@@ -113,9 +55,15 @@ impl Filesystem {
     }
 
     fn call_opts(&self) -> CallOptions {
-        let mut o = CallOptions::default();
-        o.user = self.user.clone();
-        o
+        self.with_call_user(CallOptions::default())
+    }
+
+    /// `opts` with this filesystem's user, if it has one.
+    fn with_call_user(&self, opts: CallOptions) -> CallOptions {
+        match &self.user {
+            Some(user) => opts.user(user),
+            None => opts,
+        }
     }
 
     fn files_url(&self) -> String {
@@ -348,7 +296,7 @@ impl Filesystem {
             .header("content-type", "application/octet-stream");
         let body = if opts.gzip {
             req = req.header("content-encoding", "gzip");
-            reqwest::Body::wrap_stream(gzip_stream(stream))
+            reqwest::Body::wrap_stream(e2b_file_io::gzip_stream(stream))
         } else {
             if let Some(len) = len {
                 req = req.header("content-length", len);
@@ -508,8 +456,7 @@ impl Filesystem {
             include_entry: opts.include_entry,
             allow_network_mounts: opts.allow_network_mounts,
         };
-        let mut call = CallOptions::streaming();
-        call.user = self.user.clone();
+        let call = self.with_call_user(CallOptions::streaming());
         let req = self.conn.request(msg, &call)?;
         let stream = self.conn.filesystem().watch_dir(req).await?.into_inner();
         WatchHandle::start(stream).await

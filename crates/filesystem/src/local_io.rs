@@ -7,12 +7,11 @@
 //! Memory stays at a few MiB whatever the file size.
 
 use std::fs::File;
-use std::io::{self, Read as _};
+use std::io;
 
 use bytes::Bytes;
-use e2b_file_io::{FileSink, Recycler};
+use e2b_file_io::{FileSink, ReadOptions};
 use futures::Stream;
-use tokio::sync::mpsc;
 
 /// Size of the reads from a local file.
 const READ_CHUNK: usize = 512 * 1024;
@@ -30,39 +29,10 @@ const WRITE_DEPTH: usize = 4;
 /// Streams the first `len` bytes of a local file (fewer if it is shorter), read on a
 /// blocking thread.
 pub(crate) fn read_file(
-    mut file: File,
+    file: File,
     len: u64,
 ) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
-    let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(READ_DEPTH);
-    let size = usize::try_from(len)
-        .unwrap_or(READ_CHUNK)
-        .clamp(1, READ_CHUNK);
-    tokio::task::spawn_blocking(move || {
-        let mut pool = Recycler::new(size, READ_DEPTH + 2);
-        let mut left = len;
-        while left > 0 {
-            let mut buf = pool.take();
-            // `read_to_end` reads into the spare capacity without zero-filling it, and retries
-            // interrupted reads.
-            if let Err(e) = (&mut file)
-                .take(left.min(size as u64))
-                .read_to_end(&mut buf)
-            {
-                let _ = tx.blocking_send(Err(e));
-                return;
-            }
-            if buf.is_empty() {
-                return;
-            }
-            left -= buf.len() as u64;
-            let chunk = Bytes::from(buf);
-            pool.track(&chunk);
-            if tx.blocking_send(Ok(chunk)).is_err() {
-                return;
-            }
-        }
-    });
-    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (v, rx)) })
+    e2b_file_io::read_stream(file, 0, len, ReadOptions::new(READ_CHUNK, READ_DEPTH))
 }
 
 /// Starts writing a download to `file` in [`WRITE_BATCH`]-sized batches (see

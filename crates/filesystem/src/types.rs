@@ -112,12 +112,12 @@ pub struct WriteInfo {
 #[non_exhaustive]
 pub struct WriteOptions {
     /// Compress the body with gzip on the way (envd ≥ 0.5.7, octet-stream uploads).
-    pub gzip: bool,
+    pub(crate) gzip: bool,
     /// Metadata stored with the file(s) as `user.e2b.*` xattrs (envd ≥ 0.6.2). Keys are
     /// lowercased by envd; keys and values must be printable ASCII.
-    pub metadata: HashMap<String, String>,
+    pub(crate) metadata: HashMap<String, String>,
     /// Send a `multipart/form-data` body even when envd accepts raw octet-stream uploads.
-    pub force_multipart: bool,
+    pub(crate) force_multipart: bool,
 }
 
 impl WriteOptions {
@@ -240,27 +240,27 @@ pub struct FilesystemEvent {
 #[non_exhaustive]
 pub struct WatchOptions {
     /// Watch subdirectories too (envd ≥ 0.1.4).
-    pub recursive: bool,
+    pub(crate) recursive: bool,
     /// Attach entry info to create/write/chmod events (envd ≥ 0.6.3).
-    pub include_entry: bool,
+    pub(crate) include_entry: bool,
     /// Allow watching a directory on NFS/CIFS/SMB/FUSE (envd ≥ 0.6.4).
-    pub allow_network_mounts: bool,
+    pub(crate) allow_network_mounts: bool,
 }
 
 impl WatchOptions {
-    /// Sets [`recursive`](Self::recursive).
+    /// Watch subdirectories too (envd ≥ 0.1.4).
     pub fn recursive(mut self, on: bool) -> Self {
         self.recursive = on;
         self
     }
 
-    /// Sets [`include_entry`](Self::include_entry).
+    /// Attach entry info to create/write/chmod events (envd ≥ 0.6.3).
     pub fn include_entry(mut self, on: bool) -> Self {
         self.include_entry = on;
         self
     }
 
-    /// Sets [`allow_network_mounts`](Self::allow_network_mounts).
+    /// Allow watching a directory on NFS/CIFS/SMB/FUSE (envd ≥ 0.6.4).
     pub fn allow_network_mounts(mut self, on: bool) -> Self {
         self.allow_network_mounts = on;
         self
@@ -272,11 +272,11 @@ impl WatchOptions {
 #[non_exhaustive]
 pub struct UrlOptions {
     /// How long the signature stays valid (`None` = no expiry).
-    pub expires_in: Option<Duration>,
+    pub(crate) expires_in: Option<Duration>,
 }
 
 impl UrlOptions {
-    /// Sets [`expires_in`](Self::expires_in).
+    /// How long the signature stays valid (`None` = no expiry).
     pub fn expires_in(mut self, d: Duration) -> Self {
         self.expires_in = Some(d);
         self

@@ -280,6 +280,9 @@ fn start_nat(spec: &ChildSpec, nat: &Nat, holder: libc::pid_t) -> Result<Vec<Own
             let pid = fork()?;
             if pid == 0 {
                 unblock_all_signals();
+                // Its chatter goes to stderr: stdout may carry the supervisor's own output.
+                // SAFETY: plain dup2.
+                unsafe { libc::dup2(2, 1) };
                 clear_cloexec(ready_w.as_raw_fd());
                 clear_cloexec(exit_r.as_raw_fd());
                 exec_path(&bin_s, &argv);
@@ -321,6 +324,8 @@ fn start_nat(spec: &ChildSpec, nat: &Nat, holder: libc::pid_t) -> Result<Vec<Own
             let pid = fork()?;
             if pid == 0 {
                 unblock_all_signals();
+                // SAFETY: plain dup2 (stdout may carry the supervisor's own output).
+                unsafe { libc::dup2(2, 1) };
                 exec_path(&bin_s, &argv);
             }
             let mut status = 0;
@@ -748,7 +753,7 @@ fn build_root(spec: &ChildSpec, plan: RootPlan) -> Result<String, String> {
         let _ = sys::write_file(&format!("{r}/etc/hosts"), hosts(&spec.id).as_bytes());
         let _ = sys::write_file(
             &format!("{r}/etc/resolv.conf"),
-            resolv_conf(spec.network).as_bytes(),
+            resolv_conf(spec).as_bytes(),
         );
     }
     // /proc of the sandbox's pid namespace (this process is its PID 1).
@@ -777,11 +782,14 @@ fn hosts(id: &str) -> String {
     format!("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{id}\n")
 }
 
-fn resolv_conf(network: Network) -> String {
-    match network {
-        Network::None => "# no network in this sandbox (--network none)\n".into(),
-        // slirp4netns's DNS, or pasta's --dns-forward address.
-        _ => "nameserver 10.0.2.3\nnameserver 169.254.1.1\n".into(),
+fn resolv_conf(spec: &ChildSpec) -> String {
+    match (&spec.network, &spec.nat) {
+        (Network::None, _) => "# no network in this sandbox (--network none)\n".into(),
+        // slirp4netns's built-in DNS.
+        (_, Some(Nat::Slirp4netns(_))) => "nameserver 10.0.2.3\n".into(),
+        // pasta's --dns-forward address.
+        (_, Some(Nat::Pasta(_))) => "nameserver 169.254.1.1\n".into(),
+        _ => std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default(),
     }
 }
 
@@ -853,7 +861,7 @@ fn write_etc(spec: &ChildSpec, r: &str) -> Result<(), String> {
         ("sudoers", sudoers.into(), 0o440, 0),
         ("hosts", hosts(&spec.id), 0o644, 0),
         ("hostname", format!("{}\n", spec.id), 0o644, 0),
-        ("resolv.conf", resolv_conf(spec.network), 0o644, 0),
+        ("resolv.conf", resolv_conf(spec), 0o644, 0),
     ];
     for (name, content, mode, gid) in files {
         let target = format!("{r}/etc/{name}");

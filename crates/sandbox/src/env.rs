@@ -54,6 +54,15 @@ pub(crate) fn endpoint_from(
             .map_err(|e| SandboxError::Config(format!("{E2B_ENVD_VERSION}: {e}")))?;
         ep = ep.envd_version(v);
     }
+    apply_transport_and_user(ep, get)
+}
+
+/// Applies `E2B_ENVD_TRANSPORT` and `E2B_USER` to an endpoint (also for sandboxes from the API).
+pub(crate) fn apply_transport_and_user(
+    mut ep: EnvdEndpoint,
+    get: impl Fn(&str) -> Option<String>,
+) -> Result<EnvdEndpoint, SandboxError> {
+    let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
     if let Some(t) = get(E2B_ENVD_TRANSPORT) {
         ep = ep.transport(match t.trim().to_ascii_lowercase().as_str() {
             "grpc" | "h2c" => Transport::Grpc,

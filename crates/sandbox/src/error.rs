@@ -27,4 +27,18 @@ pub enum SandboxError {
     /// The control plane refused or failed to create the sandbox.
     #[error("the control plane could not create the sandbox: {0}")]
     ControlPlane(String),
+    /// E2B's API (cloud or `e2b serve`) refused or failed a call; the message says what to do.
+    #[error(transparent)]
+    Api(#[from] e2b_api::ApiError),
+    /// The sandbox's template cannot serve this SDK or feature (envd too old).
+    #[error("{0}")]
+    Template(String),
+    /// A lifecycle call on a sandbox that did not come from E2B's API.
+    #[error(
+        "{operation} works only on a sandbox from E2B's API (Sandbox::create, Sandbox::connect_by_id); this one is local or connected by URL"
+    )]
+    NotFromApi {
+        /// The call that was refused.
+        operation: &'static str,
+    },
 }

@@ -11,6 +11,10 @@
 //!   [`EnvdEndpoint`]; [`Sandbox::from_env`] builds that endpoint from `E2B_*` variables.
 //! - Creating sandboxes in E2B's cloud goes through a [`ControlPlane`] (no cloud implementation
 //!   yet).
+//! - [`Sandbox::create`] / [`Sandbox::builder`] create a sandbox through E2B's API (E2B's cloud
+//!   with `E2B_API_KEY`, or `e2b serve` with `E2B_API_URL`); [`Sandbox::connect_by_id`],
+//!   [`Sandbox::list`], and on a sandbox `set_timeout`, `info`, `metrics`, `pause`, `resume`,
+//!   `kill` manage it (crate `e2b-api`, re-exported as [`api`]).
 //!
 //! ```no_run
 //! use e2b::{CommandOptions, Sandbox};
@@ -24,6 +28,7 @@
 //! # Ok(()) }
 //! ```
 
+mod cloud;
 mod control;
 mod env;
 mod error;
@@ -31,7 +36,11 @@ mod error;
 mod local;
 mod sandbox;
 
+pub use cloud::{SandboxBuilder, endpoint_for};
 pub use control::{ControlPlane, CreateOptions};
+/// E2B's control-plane API client and models (`e2b-api`).
+pub use e2b_api as api;
+pub use e2b_api::{ApiClient, ApiError, ConnectionConfig, ListQuery, Paginator};
 pub use env::{
     E2B_ACCESS_TOKEN, E2B_DEBUG, E2B_ENVD_TRANSPORT, E2B_ENVD_VERSION, E2B_SANDBOX_ID,
     E2B_SANDBOX_URL, E2B_USER,
@@ -60,6 +69,7 @@ pub use e2b_filesystem::{
 
 /// The crates this facade builds on, for what it does not re-export.
 pub mod crates {
+    pub use e2b_api as api;
     pub use e2b_commands as commands;
     pub use e2b_envd_client as envd_client;
     pub use e2b_envd_version as envd_version;

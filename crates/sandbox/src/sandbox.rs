@@ -35,6 +35,8 @@ pub struct Sandbox {
     files: Filesystem,
     #[cfg(feature = "local")]
     local: Option<crate::local::LocalDaemon>,
+    /// Set for a sandbox created or connected through E2B's API.
+    cloud: Option<crate::cloud::CloudSandbox>,
 }
 
 impl Sandbox {
@@ -84,6 +86,7 @@ impl Sandbox {
             files: Filesystem::new(conn.clone()),
             conn,
             local: Some(daemon),
+            cloud: None,
         })
     }
 
@@ -103,7 +106,28 @@ impl Sandbox {
             conn,
             #[cfg(feature = "local")]
             local: None,
+            cloud: None,
         })
+    }
+
+    pub(crate) fn with_cloud(
+        id: String,
+        conn: EnvdConnection,
+        cloud: crate::cloud::CloudSandbox,
+    ) -> Sandbox {
+        Sandbox {
+            id,
+            commands: Commands::new(conn.clone()),
+            files: Filesystem::new(conn.clone()),
+            conn,
+            #[cfg(feature = "local")]
+            local: None,
+            cloud: Some(cloud),
+        }
+    }
+
+    pub(crate) fn cloud_handle(&self) -> Option<&crate::cloud::CloudSandbox> {
+        self.cloud.as_ref()
     }
 
     /// Connects to the envd described by the environment: `E2B_SANDBOX_URL`, `E2B_ACCESS_TOKEN`,
@@ -118,8 +142,9 @@ impl Sandbox {
         crate::env::endpoint_from(|k| std::env::var(k).ok())
     }
 
-    /// Creates a sandbox through a control plane and connects to it.
-    pub async fn create(
+    /// Creates a sandbox through any [`ControlPlane`] and connects to it. For E2B's API use
+    /// [`Sandbox::create`] or [`Sandbox::builder`].
+    pub async fn create_with(
         control_plane: &dyn ControlPlane,
         template: &str,
         opts: CreateOptions,
@@ -179,9 +204,13 @@ impl Sandbox {
 
     /// Stops the sandbox. For a local sandbox: kills every process (SIGKILL to each process
     /// group), waits until they are reaped, stops the daemon and removes the temporary workdir.
-    /// For a connected sandbox this only drops the connection (stopping a cloud sandbox goes
-    /// through its control plane).
+    /// For a sandbox from E2B's API ([`Sandbox::create`], [`Sandbox::connect_by_id`]): kills it
+    /// through the API (a sandbox that is already gone is not an error). For a sandbox connected
+    /// by URL this only drops the connection.
     pub async fn kill(self) -> Result<(), SandboxError> {
+        if let Some(cloud) = &self.cloud {
+            cloud.api.kill_sandbox(&self.id).await?;
+        }
         #[cfg(feature = "local")]
         {
             let mut this = self;

@@ -140,7 +140,7 @@ async fn control_plane_seam_creates_through_the_trait() {
         local.url().to_owned(),
         local.connection().access_token().unwrap().to_owned(),
     );
-    let sb = Sandbox::create(&cp, "base", e2b::CreateOptions::default())
+    let sb = Sandbox::create_with(&cp, "base", e2b::CreateOptions::default())
         .await
         .unwrap();
     assert_eq!(sb.id(), "base-1");

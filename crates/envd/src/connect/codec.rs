@@ -6,7 +6,7 @@ use bytes::{Buf as _, Bytes};
 use tonic::Status;
 
 /// A message the Connect layer can carry: prost for binary, serde (pbjson) for JSON.
-pub trait ConnectMessage:
+pub(crate) trait ConnectMessage:
     prost::Message + Default + serde::Serialize + serde::de::DeserializeOwned + Send + 'static
 {
 }
@@ -18,7 +18,7 @@ impl<T> ConnectMessage for T where
 /// The message codec of a request (and its response).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Codec {
+pub(crate) enum Codec {
     /// Canonical proto3 JSON.
     Json,
     /// Binary protobuf.
@@ -44,7 +44,7 @@ pub(crate) fn parse_content_type(ct: &str) -> Option<(bool, Codec)> {
 
 impl Codec {
     /// Decodes a message. Errors are `invalid_argument`.
-    pub fn decode<T: ConnectMessage>(self, bytes: &[u8]) -> Result<T, Status> {
+    pub(crate) fn decode<T: ConnectMessage>(self, bytes: &[u8]) -> Result<T, Status> {
         match self {
             Codec::Json => {
                 // An empty unary body is the empty message.
@@ -60,7 +60,7 @@ impl Codec {
     }
 
     /// Encodes a message.
-    pub fn encode<T: ConnectMessage>(self, msg: &T) -> Result<Bytes, Status> {
+    pub(crate) fn encode<T: ConnectMessage>(self, msg: &T) -> Result<Bytes, Status> {
         match self {
             Codec::Json => serde_json::to_vec(msg)
                 .map(Bytes::from)
@@ -70,7 +70,7 @@ impl Codec {
     }
 
     /// Content-Type of unary messages in this codec.
-    pub fn unary_content_type(self) -> &'static str {
+    pub(crate) fn unary_content_type(self) -> &'static str {
         match self {
             Codec::Json => "application/json",
             Codec::Proto => "application/proto",
@@ -78,7 +78,7 @@ impl Codec {
     }
 
     /// Content-Type of streams in this codec.
-    pub fn stream_content_type(self) -> &'static str {
+    pub(crate) fn stream_content_type(self) -> &'static str {
         match self {
             Codec::Json => "application/connect+json",
             Codec::Proto => "application/connect+proto",

@@ -4,12 +4,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 use tonic::Status;
 
 /// Envelope flag: the message is compressed.
-pub const COMPRESSED_FLAG: u8 = 0x01;
+pub(crate) const COMPRESSED_FLAG: u8 = 0x01;
 /// Envelope flag: end of stream (the message is an `EndStreamResponse`).
-pub const END_STREAM_FLAG: u8 = 0x02;
+pub(crate) const END_STREAM_FLAG: u8 = 0x02;
 
 /// Frames `message` in an envelope with `flags`.
-pub fn encode_envelope(flags: u8, message: &[u8]) -> Bytes {
+pub(crate) fn encode_envelope(flags: u8, message: &[u8]) -> Bytes {
     let mut b = BytesMut::with_capacity(5 + message.len());
     b.put_u8(flags);
     // Messages over 4 GiB cannot be framed; the limit keeps them far smaller.
@@ -20,7 +20,7 @@ pub fn encode_envelope(flags: u8, message: &[u8]) -> Bytes {
 
 /// Parses the body of a server-streaming request: exactly one envelope with flags 0 and a
 /// message of at most `max` bytes.
-pub fn parse_single_envelope(body: &Bytes, max: usize) -> Result<Bytes, Status> {
+pub(crate) fn parse_single_envelope(body: &Bytes, max: usize) -> Result<Bytes, Status> {
     if body.len() < 5 {
         return Err(Status::invalid_argument(format!(
             "protocol error: incomplete envelope: {} bytes, a header needs 5",

@@ -4,7 +4,7 @@ use http::StatusCode;
 use tonic::{Code, Status};
 
 /// The Connect (snake_case) name of a gRPC code.
-pub fn code_name(code: Code) -> &'static str {
+pub(crate) fn code_name(code: Code) -> &'static str {
     match code {
         Code::Ok => "ok",
         Code::Cancelled => "canceled",
@@ -27,7 +27,7 @@ pub fn code_name(code: Code) -> &'static str {
 }
 
 /// The HTTP status of a unary Connect error (Connect spec table).
-pub fn http_status(code: Code) -> StatusCode {
+pub(crate) fn http_status(code: Code) -> StatusCode {
     let n = match code {
         Code::Ok => 200,
         Code::Cancelled => 499,
@@ -46,7 +46,7 @@ pub fn http_status(code: Code) -> StatusCode {
 }
 
 /// `{"code": "...", "message": "..."}` (message omitted when empty).
-pub fn error_json(status: &Status) -> serde_json::Value {
+pub(crate) fn error_json(status: &Status) -> serde_json::Value {
     let mut v = serde_json::json!({ "code": code_name(status.code()) });
     if !status.message().is_empty() {
         v["message"] = serde_json::Value::String(status.message().to_string());

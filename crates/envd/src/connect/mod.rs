@@ -40,11 +40,11 @@ use tokio::time::Instant;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-pub use codec::{Codec, ConnectMessage};
-pub use envelope::{COMPRESSED_FLAG, END_STREAM_FLAG, encode_envelope, parse_single_envelope};
-pub use errors::{code_name, error_json, http_status};
+pub(crate) use codec::{Codec, ConnectMessage};
+pub(crate) use envelope::{END_STREAM_FLAG, encode_envelope, parse_single_envelope};
+pub(crate) use errors::{error_json, http_status};
 use payload::Encoded;
-pub use payload::StreamMessage;
+pub(crate) use payload::StreamMessage;
 pub(crate) use payload::nested_bytes_prefix;
 
 type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -67,7 +67,7 @@ enum Method {
 ///
 /// Cheap to clone (the handlers are `Arc`s).
 #[derive(Clone)]
-pub struct ConnectRouter {
+pub(crate) struct ConnectRouter {
     methods: HashMap<String, Method>,
     max_message_bytes: usize,
 }
@@ -89,20 +89,15 @@ fn make_request<T>(metadata: MetadataMap, message: T) -> tonic::Request<T> {
 
 impl ConnectRouter {
     /// An empty router accepting messages up to `max_message_bytes`.
-    pub fn new(max_message_bytes: usize) -> Self {
+    pub(crate) fn new(max_message_bytes: usize) -> Self {
         Self {
             methods: HashMap::new(),
             max_message_bytes,
         }
     }
 
-    /// Whether `path` (for example `/process.Process/Start`) is a registered procedure.
-    pub fn has(&self, path: &str) -> bool {
-        self.methods.contains_key(path)
-    }
-
     /// Whether any procedure of the service prefix of `path` (`/process.Process/`) is registered.
-    pub fn serves_service_of(&self, path: &str) -> bool {
+    pub(crate) fn serves_service_of(&self, path: &str) -> bool {
         let Some(idx) = path.rfind('/') else {
             return false;
         };
@@ -119,7 +114,7 @@ impl ConnectRouter {
     ///     async move { pkg::svc_server::Svc::method(&*svc, req).await }
     /// })
     /// ```
-    pub fn unary<Req, Resp, F, Fut>(mut self, path: &str, f: F) -> Self
+    pub(crate) fn unary<Req, Resp, F, Fut>(mut self, path: &str, f: F) -> Self
     where
         Req: ConnectMessage,
         Resp: ConnectMessage,
@@ -143,7 +138,7 @@ impl ConnectRouter {
     /// Registers a server-streaming procedure (`f` returns a tonic streaming response). It is
     /// served over Connect and, for `application/grpc` requests, over gRPC too (see
     /// [`handle_grpc`](Self::handle_grpc)).
-    pub fn server_stream<Req, Resp, S, F, Fut>(mut self, path: &str, f: F) -> Self
+    pub(crate) fn server_stream<Req, Resp, S, F, Fut>(mut self, path: &str, f: F) -> Self
     where
         Req: ConnectMessage,
         Resp: StreamMessage,
@@ -169,7 +164,7 @@ impl ConnectRouter {
     }
 
     /// Registers a client-streaming procedure (`f` receives a [`tonic::Streaming`] of requests).
-    pub fn client_stream<Req, Resp, F, Fut>(mut self, path: &str, f: F) -> Self
+    pub(crate) fn client_stream<Req, Resp, F, Fut>(mut self, path: &str, f: F) -> Self
     where
         Req: ConnectMessage,
         Resp: ConnectMessage,
@@ -197,7 +192,7 @@ impl ConnectRouter {
 
     /// Serves one HTTP request addressed to a registered procedure. Never panics on input;
     /// every failure becomes a Connect error response.
-    pub async fn handle(&self, req: Request<Body>) -> Response<Body> {
+    pub(crate) async fn handle(&self, req: Request<Body>) -> Response<Body> {
         let path = req.uri().path().to_string();
         let ct = req
             .headers()
@@ -277,14 +272,14 @@ impl ConnectRouter {
 
     /// Whether `path` is a server-streaming procedure, which [`handle_grpc`](Self::handle_grpc)
     /// serves.
-    pub fn is_server_stream(&self, path: &str) -> bool {
+    pub(crate) fn is_server_stream(&self, path: &str) -> bool {
         matches!(self.methods.get(path), Some(Method::ServerStream(_)))
     }
 
     /// Serves a gRPC (HTTP/2, `application/grpc`) request for a server-streaming procedure.
     /// Same handler as Connect; output payloads go to the socket without being copied into an
     /// encode buffer (see [`StreamMessage`]). Other gRPC calls are left to tonic.
-    pub async fn handle_grpc(&self, req: Request<Body>) -> Response<Body> {
+    pub(crate) async fn handle_grpc(&self, req: Request<Body>) -> Response<Body> {
         let Some(Method::ServerStream(f)) = self.methods.get(req.uri().path()).cloned() else {
             return grpc::error_response(&Status::unimplemented(format!(
                 "{} is not a server-streaming procedure",
@@ -346,7 +341,7 @@ fn check_compression(headers: &HeaderMap, streaming: bool) -> Result<(), Status>
 }
 
 /// Parses `Connect-Timeout-Ms` (≤ 10 ASCII digits). `0` or absent = none.
-pub fn parse_timeout(headers: &HeaderMap) -> Result<Option<Duration>, Status> {
+pub(crate) fn parse_timeout(headers: &HeaderMap) -> Result<Option<Duration>, Status> {
     let Some(v) = headers.get("connect-timeout-ms") else {
         return Ok(None);
     };

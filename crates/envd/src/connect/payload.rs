@@ -13,7 +13,7 @@ use super::ConnectMessage;
 
 /// A server-stream message for the Connect router. [`split_payload`](Self::split_payload)
 /// may expose a trailing bytes payload to write without a copy; the default exposes none.
-pub trait StreamMessage: ConnectMessage {
+pub(crate) trait StreamMessage: ConnectMessage {
     /// `Some((prefix, payload))` when the message's protobuf encoding is exactly
     /// `prefix ++ payload`.
     fn split_payload(&self) -> Option<(Bytes, Bytes)> {

@@ -11,6 +11,7 @@ use std::hash::{BuildHasher as _, Hasher as _};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,19 +34,76 @@ use watch::{PolledWatcher, WatchSpec};
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchDirResponse, Status>> + Send + 'static>>;
 
+type WatcherMap = HashMap<String, (Arc<PolledWatcher>, WatcherSlot)>;
+
+/// One of the daemon's [`watch::max_watchers`] watcher slots, released on drop.
+#[derive(Debug)]
+struct WatcherSlot(Arc<AtomicUsize>);
+
+impl Drop for WatcherSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// The Filesystem service implementation shared by every protocol.
 #[derive(Debug, Clone)]
 pub(crate) struct FilesystemService {
     state: Arc<State>,
-    watchers: Arc<Mutex<HashMap<String, Arc<PolledWatcher>>>>,
+    watchers: Arc<Mutex<WatcherMap>>,
+    /// Watchers in use: `WatchDir` streams plus `CreateWatcher` watchers.
+    slots: Arc<AtomicUsize>,
+}
+
+/// Removes polled watchers nobody drained for [`watch::watcher_idle`].
+fn expire_idle(map: &Mutex<WatcherMap>, idle: Duration) {
+    let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
+    m.retain(|id, (w, _)| {
+        let keep = !w.idle_for(idle);
+        if !keep {
+            tracing::info!(watcher = %id, "removing a watcher nobody polled for {idle:?}");
+        }
+        keep
+    });
 }
 
 impl FilesystemService {
     pub(crate) fn new(state: Arc<State>) -> Self {
+        let watchers = Arc::new(Mutex::new(HashMap::new()));
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&watchers);
+            let idle = watch::watcher_idle();
+            let every = (idle / 2).clamp(Duration::from_millis(50), Duration::from_secs(60));
+            rt.spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let Some(map) = weak.upgrade() else { return };
+                    expire_idle(&map, idle);
+                }
+            });
+        }
         Self {
             state,
-            watchers: Arc::new(Mutex::new(HashMap::new())),
+            watchers,
+            slots: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// Takes a watcher slot, or `resource_exhausted` when the daemon has its maximum.
+    fn watcher_slot(&self) -> Result<WatcherSlot, Status> {
+        let max = watch::max_watchers();
+        if self.slots.fetch_add(1, Ordering::SeqCst) >= max {
+            self.slots.fetch_sub(1, Ordering::SeqCst);
+            expire_idle(&self.watchers, watch::watcher_idle());
+            if self.slots.fetch_add(1, Ordering::SeqCst) >= max {
+                self.slots.fetch_sub(1, Ordering::SeqCst);
+                return Err(Status::resource_exhausted(format!(
+                    "this daemon already has {max} directory watchers (WatchDir streams and CreateWatcher watchers); \
+                     close a WatchDir stream or RemoveWatcher one you no longer need"
+                )));
+            }
+        }
+        Ok(WatcherSlot(self.slots.clone()))
     }
 
     fn user<T>(&self, req: &Request<T>) -> Result<User, Status> {
@@ -58,7 +116,7 @@ impl FilesystemService {
         paths::resolve(&self.state, user, path).map_err(PathError::into_status)
     }
 
-    fn watchers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<PolledWatcher>>> {
+    fn watchers(&self) -> std::sync::MutexGuard<'_, WatcherMap> {
         match self.watchers.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
@@ -146,13 +204,14 @@ fn walk(
     root: &Path,
     display_root: &Path,
     depth: u32,
+    max_entries: usize,
     out: &mut Vec<EntryInfo>,
 ) -> Result<(), Status> {
     fn visit(
         dir: &Path,
         display: &Path,
         level: u32,
-        depth: u32,
+        (depth, max_entries): (u32, usize),
         out: &mut Vec<EntryInfo>,
     ) -> Result<(), Status> {
         let rd = match std::fs::read_dir(dir) {
@@ -175,14 +234,43 @@ fn walk(
                 Ok(m) => m,
                 Err(_) => continue,
             };
+            if out.len() >= max_entries {
+                return Err(Status::resource_exhausted(format!(
+                    "the listing has more than {max_entries} entries; list a smaller depth or a subdirectory"
+                )));
+            }
             out.push(entry::entry_from_metadata(&path, &shown, &meta));
             if meta.is_dir() && level < depth {
-                visit(&path, &shown, level + 1, depth, out)?;
+                visit(&path, &shown, level + 1, (depth, max_entries), out)?;
             }
         }
         Ok(())
     }
-    visit(root, display_root, 1, depth, out)
+    visit(root, display_root, 1, (depth, max_entries), out)
+}
+
+/// Deepest `ListDir` accepted, unless `E2B_ENVD_LISTDIR_MAX_DEPTH` says otherwise.
+pub(crate) const LISTDIR_MAX_DEPTH: u32 = 512;
+/// Most entries one `ListDir` returns, unless `E2B_ENVD_LISTDIR_MAX_ENTRIES` says otherwise.
+pub(crate) const LISTDIR_MAX_ENTRIES: usize = 100_000;
+
+fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|n| *n > 0)
+}
+
+fn listdir_max_depth() -> u32 {
+    env_number("E2B_ENVD_LISTDIR_MAX_DEPTH")
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or(LISTDIR_MAX_DEPTH)
+}
+
+fn listdir_max_entries() -> usize {
+    env_number("E2B_ENVD_LISTDIR_MAX_ENTRIES")
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(LISTDIR_MAX_ENTRIES)
 }
 
 #[tonic::async_trait]
@@ -276,6 +364,13 @@ impl Filesystem for FilesystemService {
         let user = self.user(&request)?;
         let requested = self.resolve(&user, &request.get_ref().path)?;
         let depth = request.get_ref().depth.max(1);
+        let max_depth = listdir_max_depth();
+        if depth > max_depth {
+            return Err(Status::invalid_argument(format!(
+                "depth {depth} is too large: at most {max_depth} levels are listed"
+            )));
+        }
+        let max_entries = listdir_max_entries();
         let entries = blocking(move || {
             let real = std::fs::canonicalize(&requested)
                 .map_err(|e| io_status(&e, &requested, "path not found"))?;
@@ -288,7 +383,7 @@ impl Filesystem for FilesystemService {
                 )));
             }
             let mut out = Vec::new();
-            walk(&real, &requested, depth, &mut out)?;
+            walk(&real, &requested, depth, max_entries, &mut out)?;
             Ok(out)
         })
         .await?;
@@ -339,12 +434,14 @@ impl Filesystem for FilesystemService {
                 r.allow_network_mounts,
             )
             .await?;
-        let (rx, task) = watch::start(spec)?;
+        let slot = self.watcher_slot()?;
+        let (rx, task) = blocking(move || watch::start(spec)).await?;
         struct St {
             rx: tokio::sync::mpsc::Receiver<
                 Result<e2b_envd_proto::filesystem::FilesystemEvent, Status>,
             >,
             _task: watch::WatchTask,
+            _slot: WatcherSlot,
             started: bool,
             done: bool,
             keepalive: Duration,
@@ -352,6 +449,7 @@ impl Filesystem for FilesystemService {
         let st = St {
             rx,
             _task: task,
+            _slot: slot,
             started: false,
             done: false,
             keepalive,
@@ -400,9 +498,12 @@ impl Filesystem for FilesystemService {
                 r.allow_network_mounts,
             )
             .await?;
-        let watcher = PolledWatcher::start(spec, watch::watcher_buffer_events())?;
+        let slot = self.watcher_slot()?;
+        let watcher =
+            blocking(move || PolledWatcher::start(spec, watch::watcher_buffer_events())).await?;
         let id = format!("w{}", random_id());
-        self.watchers().insert(id.clone(), Arc::new(watcher));
+        self.watchers()
+            .insert(id.clone(), (Arc::new(watcher), slot));
         Ok(Response::new(CreateWatcherResponse { watcher_id: id }))
     }
 
@@ -411,7 +512,7 @@ impl Filesystem for FilesystemService {
         request: Request<GetWatcherEventsRequest>,
     ) -> Result<Response<GetWatcherEventsResponse>, Status> {
         let id = &request.get_ref().watcher_id;
-        let watcher = self.watchers().get(id).cloned();
+        let watcher = self.watchers().get(id).map(|(w, _)| w.clone());
         let Some(watcher) = watcher else {
             return Err(Status::not_found(format!("watcher with id {id} not found")));
         };

@@ -40,6 +40,46 @@ pub(crate) fn watcher_buffer_events() -> usize {
         .unwrap_or(WATCHER_BUFFER_EVENTS)
 }
 
+/// Most directories one recursive watch covers, unless `E2B_ENVD_WATCH_MAX_DIRS` says
+/// otherwise. Each is an inotify watch (the kernel's `max_user_watches` is shared by every
+/// process of the user) and a directory read at setup.
+pub(crate) const WATCH_MAX_DIRS: usize = 10_000;
+
+fn env_limit(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(default)
+}
+
+/// Most directories per recursive watch: `E2B_ENVD_WATCH_MAX_DIRS`, else [`WATCH_MAX_DIRS`].
+pub(crate) fn watch_max_dirs() -> usize {
+    env_limit("E2B_ENVD_WATCH_MAX_DIRS", WATCH_MAX_DIRS as u64) as usize
+}
+
+/// Most watchers (`WatchDir` streams plus `CreateWatcher` watchers) per daemon, unless
+/// `E2B_ENVD_MAX_WATCHERS` says otherwise. Each holds an inotify instance (the kernel allows
+/// 128 per user by default).
+pub(crate) const MAX_WATCHERS: usize = 64;
+
+/// `E2B_ENVD_MAX_WATCHERS`, else [`MAX_WATCHERS`].
+pub(crate) fn max_watchers() -> usize {
+    env_limit("E2B_ENVD_MAX_WATCHERS", MAX_WATCHERS as u64) as usize
+}
+
+/// A `CreateWatcher` watcher not polled by `GetWatcherEvents` for this long is removed, unless
+/// `E2B_ENVD_WATCHER_IDLE_MS` says otherwise.
+pub(crate) const WATCHER_IDLE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// `E2B_ENVD_WATCHER_IDLE_MS`, else [`WATCHER_IDLE`].
+pub(crate) fn watcher_idle() -> std::time::Duration {
+    std::time::Duration::from_millis(env_limit(
+        "E2B_ENVD_WATCHER_IDLE_MS",
+        WATCHER_IDLE.as_millis() as u64,
+    ))
+}
+
 /// Capacity of the channel between the inotify reader and its consumer.
 const CHANNEL_CAPACITY: usize = 1024;
 
@@ -90,12 +130,19 @@ struct Reader {
     dirs: HashMap<WatchDescriptor, PathBuf>,
     root_wd: Option<WatchDescriptor>,
     tmp_cookies: HashSet<u32>,
+    max_dirs: usize,
+    /// Set when the tree had more directories than `max_dirs`.
+    too_big: bool,
 }
 
 impl Reader {
     /// Adds a watch on `rel` (relative to the root) and, when recursive, on every directory
     /// below it (symlinks are not followed).
     fn add_tree(&mut self, rel: PathBuf) {
+        if self.dirs.len() >= self.max_dirs {
+            self.too_big = true;
+            return;
+        }
         let abs = self.spec.dir.join(&rel);
         let mask = if rel.as_os_str().is_empty() {
             watch_mask()
@@ -127,6 +174,9 @@ impl Reader {
             .collect();
         subdirs.sort();
         for name in subdirs {
+            if self.too_big {
+                return;
+            }
             self.add_tree(rel.join(name));
         }
     }
@@ -145,6 +195,14 @@ impl Reader {
             r#type: ty as i32,
             entry,
         }
+    }
+
+    fn too_big_status(&self) -> Status {
+        Status::resource_exhausted(format!(
+            "the recursive watch of '{}' would cover more than {} directories; watch a smaller tree",
+            self.spec.dir.display(),
+            self.max_dirs
+        ))
     }
 
     /// Translates one inotify event into envd events.
@@ -205,6 +263,9 @@ impl Reader {
             && mask.intersects(EventMask::CREATE | EventMask::MOVED_TO)
         {
             self.add_tree(rel);
+            if self.too_big {
+                return Err(self.too_big_status());
+            }
         }
         Ok(())
     }
@@ -224,7 +285,8 @@ impl Drop for WatchTask {
 
 /// Starts watching. Events (or one terminal error) arrive on the returned channel; the reader
 /// waits when the channel is full, so a slow consumer eventually overflows the kernel queue and
-/// gets an error instead of the daemon growing.
+/// gets an error instead of the daemon growing. Setting up a recursive watch reads every
+/// directory of the tree (at most [`watch_max_dirs`]): call it from a blocking thread.
 pub(crate) fn start(
     spec: WatchSpec,
 ) -> Result<(mpsc::Receiver<Result<FilesystemEvent, Status>>, WatchTask), Status> {
@@ -237,8 +299,13 @@ pub(crate) fn start(
         dirs: HashMap::new(),
         root_wd: None,
         tmp_cookies: HashSet::new(),
+        max_dirs: watch_max_dirs(),
+        too_big: false,
     };
     reader.add_tree(PathBuf::new());
+    if reader.too_big {
+        return Err(reader.too_big_status());
+    }
     if reader.root_wd.is_none() {
         return Err(Status::internal(format!(
             "cannot watch '{}'",
@@ -281,6 +348,8 @@ pub(crate) fn start(
 #[derive(Debug)]
 pub(crate) struct PolledWatcher {
     buffer: Arc<Mutex<Buffer>>,
+    /// When `GetWatcherEvents` last drained it (or when it was created).
+    last_poll: Mutex<std::time::Instant>,
     _reader: WatchTask,
     _collector: CollectorTask,
 }
@@ -330,6 +399,7 @@ impl PolledWatcher {
         });
         Ok(Self {
             buffer,
+            last_poll: Mutex::new(std::time::Instant::now()),
             _reader: reader,
             _collector: CollectorTask(collector),
         })
@@ -337,6 +407,7 @@ impl PolledWatcher {
 
     /// Drains the buffered events, or returns the watcher's terminal error.
     pub(crate) fn drain(&self) -> Result<Vec<FilesystemEvent>, Status> {
+        *self.last_poll.lock().unwrap_or_else(|p| p.into_inner()) = std::time::Instant::now();
         let mut b = match self.buffer.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
@@ -345,5 +416,16 @@ impl PolledWatcher {
             return Err(Status::new(err.code(), err.message().to_string()));
         }
         Ok(b.events.drain(..).collect())
+    }
+}
+
+impl PolledWatcher {
+    /// Whether nobody polled this watcher for `idle`.
+    pub(crate) fn idle_for(&self, idle: std::time::Duration) -> bool {
+        self.last_poll
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed()
+            >= idle
     }
 }

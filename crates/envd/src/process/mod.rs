@@ -5,6 +5,7 @@ mod pty;
 mod spawn;
 mod subscriber;
 mod table;
+mod tree;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -330,7 +331,7 @@ impl Process for ProcessService {
         let keepalive = keepalive_interval(request.metadata(), self.state.keepalive())?;
         let deadline = timeout.map(deadline_after).transpose()?;
         let req = request.into_inner();
-        let spawned = spawn::spawn(&self.state, &user, &req)?;
+        let spawned = spawn::spawn(&self.state, &user, &req, self.table.tracker()).await?;
         let config = req.process.clone().unwrap_or_default();
         let (entry, rx) = self.table.register(
             spawned,

@@ -25,6 +25,8 @@ pub(crate) struct Spawned {
     pub(crate) stdout: Option<tokio::process::ChildStdout>,
     pub(crate) stderr: Option<tokio::process::ChildStderr>,
     pub(crate) pty: Option<PtyMaster>,
+    /// The command's own cgroup, when cgroups are available.
+    pub(crate) group: Option<super::tree::CmdGroup>,
 }
 
 /// The environment of a command: PATH, HOME, USER, LOGNAME, then the daemon's global variables,
@@ -76,8 +78,53 @@ fn set_cloexec(fd: &OwnedFd) -> std::io::Result<()> {
         .map_err(std::io::Error::from)
 }
 
-/// Starts the command of `req` as `user`.
-pub(crate) fn spawn(state: &State, user: &User, req: &StartRequest) -> Result<Spawned, Status> {
+/// Runs `f` on the one long-lived spawner thread. `PR_SET_PDEATHSIG` fires when the *thread*
+/// that forked the child exits, and tokio's blocking-pool threads exit when idle; forking from
+/// a thread that lives as long as the process means the signal fires only when the daemon
+/// dies. If the thread cannot be started, `f` runs on the calling thread.
+async fn on_spawner_thread<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Status> {
+    type Job = Box<dyn FnOnce() + Send>;
+    static SPAWNER: std::sync::OnceLock<Option<std::sync::Mutex<std::sync::mpsc::Sender<Job>>>> =
+        std::sync::OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("e2b-envd-spawner".into())
+            .spawn(move || {
+                while let Ok(job) = rx.recv() {
+                    job();
+                }
+            })
+            .ok()
+            .map(|_| std::sync::Mutex::new(tx))
+    });
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let job: Job = Box::new(move || {
+        let _ = tx.send(f());
+    });
+    match spawner {
+        Some(s) => {
+            let sent = s.lock().unwrap_or_else(|p| p.into_inner()).send(job);
+            if let Err(std::sync::mpsc::SendError(job)) = sent {
+                job();
+            }
+        }
+        None => job(),
+    }
+    rx.await
+        .map_err(|_| Status::internal("error starting process: the spawner thread is gone"))
+}
+
+/// Starts the command of `req` as `user`, in its own session or process group and (when
+/// available) its own cgroup, with `PR_SET_PDEATHSIG(SIGKILL)`.
+pub(crate) async fn spawn(
+    state: &State,
+    user: &User,
+    req: &StartRequest,
+    tracker: &super::tree::Tracker,
+) -> Result<Spawned, Status> {
     let Some(config) = req.process.as_ref() else {
         return Err(Status::invalid_argument(
             "the request has no process config",
@@ -147,15 +194,36 @@ pub(crate) fn spawn(state: &State, user: &User, req: &StartRequest) -> Result<Sp
     } else {
         None
     };
-    if !is_pty && switch.is_none() {
-        // Common case: no session or user change needed. A new process group (setpgid) is
-        // enough for group kills and keeps std's fast posix_spawn path (no fork of the daemon).
-        cmd.process_group(0);
-    } else {
-        pre_exec_setup(&mut cmd, is_pty, switch);
-    }
+    let group = tracker.new_group();
+    let cgroup_fd = match &group {
+        Some(g) => match g.procs_fd() {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot open the command's cgroup.procs");
+                None
+            }
+        },
+        None => None,
+    };
+    pre_exec_setup(&mut cmd, is_pty, switch, cgroup_fd);
 
-    let mut child = cmd.spawn().map_err(|e| {
+    let handle = tokio::runtime::Handle::current();
+    let spawned = on_spawner_thread(move || {
+        let _rt = handle.enter();
+        // Held from fork until the pid is recorded, so the orphan reaper never takes it.
+        let mut direct = super::tree::direct();
+        let res = cmd.spawn();
+        if let Ok(c) = &res
+            && let Some(pid) = c.id().and_then(|p| i32::try_from(p).ok())
+        {
+            direct.get_or_insert_with(Default::default).insert(pid);
+        }
+        drop(direct);
+        drop(cmd);
+        res
+    })
+    .await?;
+    let mut child = spawned.map_err(|e| {
         Status::invalid_argument(format!("error starting process '{}': {e}", config.cmd))
     })?;
     let Some(pid) = child.id() else {
@@ -181,6 +249,7 @@ pub(crate) fn spawn(state: &State, user: &User, req: &StartRequest) -> Result<Sp
         stderr,
         child,
         pty,
+        group,
     })
 }
 
@@ -199,14 +268,32 @@ struct UserSwitch {
     groups: Vec<nix::unistd::Gid>,
 }
 
-/// New session (+ controlling tty for a PTY) and user switch, between fork and exec.
-fn pre_exec_setup(cmd: &mut tokio::process::Command, is_pty: bool, switch: Option<UserSwitch>) {
+/// Between fork and exec: a new session (PTY, or another user) or process group, the
+/// command's cgroup, the controlling tty, the user switch, then `PR_SET_PDEATHSIG(SIGKILL)`
+/// (after the credential change, which would clear it) and a check that the daemon did not
+/// die before it was set.
+fn pre_exec_setup(
+    cmd: &mut tokio::process::Command,
+    is_pty: bool,
+    switch: Option<UserSwitch>,
+    cgroup_procs: Option<OwnedFd>,
+) {
+    let parent = std::process::id() as libc::pid_t;
+    let new_session = is_pty || switch.is_some();
     // SAFETY: the closure runs between fork and exec and only calls async-signal-safe functions
-    // (setsid, ioctl, setgroups, setgid, setuid) on data prepared before the fork; it allocates
-    // nothing.
+    // (setsid, setpgid, write, ioctl, setgroups, setgid, setuid, prctl, getppid) on data
+    // prepared before the fork; it allocates nothing. The cgroup descriptor is close-on-exec.
     unsafe {
         cmd.pre_exec(move || {
-            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            if new_session {
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+            } else if libc::setpgid(0, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(fd) = &cgroup_procs {
+                // Best effort: without it the session/process-group kill still applies.
+                libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1);
+            }
             if is_pty && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -214,6 +301,14 @@ fn pre_exec_setup(cmd: &mut tokio::process::Command, is_pty: bool, switch: Optio
                 nix::unistd::setgroups(&sw.groups).map_err(std::io::Error::from)?;
                 nix::unistd::setgid(sw.gid).map_err(std::io::Error::from)?;
                 nix::unistd::setuid(sw.uid).map_err(std::io::Error::from)?;
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other(
+                    "envd exited while starting the command",
+                ));
             }
             Ok(())
         });

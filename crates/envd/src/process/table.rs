@@ -54,6 +54,8 @@ pub(crate) struct ProcEntry {
     stdin: tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
     state: Mutex<RunState>,
     cancel_output: CancellationToken,
+    /// The command's cgroup (taken when the process has ended).
+    group: Mutex<Option<super::tree::CmdGroup>>,
     /// Cancelled by CloseStdin and at the end of the process; aborts a blocked stdin write.
     stdin_closed: CancellationToken,
     timed_out: AtomicBool,
@@ -158,10 +160,25 @@ impl ProcEntry {
         futures::future::join_all(subs.iter().map(|s| s.send(Event::End(end.clone()), lag))).await;
     }
 
-    /// Sends `signal` to the command's whole process group and stops waiting for its output.
+    /// Sends `signal` to everything the command started: its process group, its cgroup (or,
+    /// without one, every process descending from it or in its session or group). Output is
+    /// then read until the process exits (see `supervise`).
     pub(crate) fn signal(&self, signal: nix::sys::signal::Signal) -> Result<(), Status> {
-        let pgid = nix::unistd::Pid::from_raw(i32::try_from(self.pid).unwrap_or(i32::MAX));
-        let res = nix::sys::signal::killpg(pgid, signal);
+        let pid = i32::try_from(self.pid).unwrap_or(i32::MAX);
+        // The cgroup first, under its lock: once the group leader dies the supervisor may
+        // finish and take the cgroup, and a `setsid` descendant would then be missed.
+        let res = {
+            let group = lock(&self.group);
+            match &*group {
+                Some(g) => g.signal(signal),
+                None => {
+                    for p in super::tree::descendants(pid) {
+                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), signal);
+                    }
+                }
+            }
+            nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), signal)
+        };
         self.cancel_output.cancel();
         match res {
             Ok(()) | Err(nix::errno::Errno::ESRCH) => Ok(()),
@@ -236,11 +253,12 @@ impl ProcEntry {
 }
 
 /// Every process the daemon started, live or retained after exit.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ProcessTable {
     procs: Mutex<HashMap<u32, Arc<ProcEntry>>>,
     tasks: TaskTracker,
     closed: AtomicBool,
+    tracker: super::tree::Tracker,
 }
 
 fn not_found(sel: &Selector) -> Status {
@@ -257,7 +275,17 @@ fn selector(sel: Option<&ProcessSelector>) -> Result<&Selector, Status> {
 
 impl ProcessTable {
     pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Self::default())
+        Arc::new(Self {
+            procs: Mutex::default(),
+            tasks: TaskTracker::new(),
+            closed: AtomicBool::new(false),
+            tracker: super::tree::Tracker::new(),
+        })
+    }
+
+    /// Descendant tracking (cgroups, sentinel, orphan reaping) of this daemon.
+    pub(crate) fn tracker(&self) -> &super::tree::Tracker {
+        &self.tracker
     }
 
     /// Finds a live process.
@@ -332,6 +360,7 @@ impl ProcessTable {
             stdout,
             stderr,
             pty,
+            group,
         } = spawned;
         let pty = pty.map(Arc::new);
         let (tx, rx) = subscriber::channel();
@@ -341,6 +370,7 @@ impl ProcessTable {
             config,
             is_pty: pty.is_some(),
             pty: Mutex::new(pty.clone()),
+            group: Mutex::new(group),
             stdin: tokio::sync::Mutex::new(stdin),
             state: Mutex::new(RunState::Running { subs: vec![tx] }),
             cancel_output: CancellationToken::new(),
@@ -377,6 +407,8 @@ impl ProcessTable {
         for e in self.live() {
             let _ = e.signal(nix::sys::signal::Signal::SIGKILL);
         }
+        // Descendants of commands that already ended (a `setsid` daemon, a background job).
+        self.tracker.kill_everything();
     }
 }
 
@@ -481,11 +513,15 @@ async fn supervise(
         Some(st) => st,
         None => child.wait().await,
     };
+    super::tree::forget_direct(entry.pid);
     if let Some(t) = timer {
         t.abort();
     }
     let end = end_event(status);
     entry.finish(end).await;
+    if let Some(g) = lock(&entry.group).take() {
+        table.tracker.ended(g);
+    }
     let e = entry.clone();
     tokio::spawn(async move {
         tokio::time::sleep(retention).await;

@@ -4,9 +4,7 @@
 //! Filesystem service's `/files`) merges its own routes into it (see `docs/envd.md`). The
 //! access-token check happens before routing, in the top-level dispatcher.
 
-mod files;
-mod files_auth;
-mod files_io;
+pub(crate) mod files;
 pub(crate) mod guard;
 mod metrics;
 
@@ -104,28 +102,26 @@ pub(crate) async fn json_body(
     body: Body,
     limit: usize,
     route: &str,
-) -> Result<Bytes, Response<Body>> {
+) -> Result<Bytes, (StatusCode, String)> {
     let mime = media_type(headers);
     if mime != "application/json" {
-        return Err(json_error(
+        return Err((
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            &format!(
-                "{route} takes a JSON body with Content-Type: application/json (got '{mime}')"
-            ),
+            format!("{route} takes a JSON body with Content-Type: application/json (got '{mime}')"),
         ));
     }
     axum::body::to_bytes(body, limit).await.map_err(|e| {
         let too_large = std::error::Error::source(&e)
             .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
         if too_large {
-            json_error(
+            (
                 StatusCode::PAYLOAD_TOO_LARGE,
-                &format!("the {route} body is larger than the {limit} byte limit"),
+                format!("the {route} body is larger than the {limit} byte limit"),
             )
         } else {
-            json_error(
+            (
                 StatusCode::BAD_REQUEST,
-                &format!("reading the request body failed: {e}"),
+                format!("reading the request body failed: {e}"),
             )
         }
     })
@@ -176,7 +172,7 @@ async fn init(
     .await
     {
         Ok(b) => b,
-        Err(r) => return r,
+        Err((status, message)) => return json_error(status, &message),
     };
     let parsed: InitBody = if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         InitBody::default()

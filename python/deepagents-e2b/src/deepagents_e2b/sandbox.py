@@ -112,7 +112,7 @@ class E2BExecSandbox(BaseSandbox):
                         httpx2.AsyncClient(headers=self._headers, timeout=httpx2.Timeout(30, read=None))
                     )
                     read, write = await stack.enter_async_context(
-                        streamable_http_client(self._url, http_client=http, max_sse_event_size=None)
+                        streamable_http_client(self._url, http_client=http)
                     )
                 else:
                     assert self._command is not None
@@ -225,8 +225,10 @@ class E2BExecSandbox(BaseSandbox):
                     "path": path,
                     "content_base64": base64.b64encode(chunk).decode("ascii"),
                 }
-                if offset:
+                if len(chunk) < len(data):
+                    # Chunked: staged by the server and published once, when complete.
                     args["offset"] = offset
+                    args["total_size"] = len(data)
                 r = await self._call("upload_file", args, 600)
                 if r.is_error:
                     return FileUploadResponse(path=path, error=self._error_of(r))

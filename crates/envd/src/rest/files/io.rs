@@ -232,21 +232,68 @@ impl Read for ChannelReader {
 /// Error kind marking a gzip decoding failure (as opposed to a body read failure).
 pub(crate) const GZIP_ERROR_PREFIX: &str = "invalid gzip data";
 
-/// Decompresses a gzip stream (several members allowed) on a blocking thread. A body read
-/// error passes through; corrupt or truncated gzip data ends the stream with an
-/// `InvalidData` error whose message starts with [`GZIP_ERROR_PREFIX`].
-pub(crate) fn gunzip<S, E>(body: S) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static
+/// Start of the message of an error raised because a request passed a configured limit (the
+/// handlers answer 413 for it).
+pub(crate) const LIMIT_ERROR_PREFIX: &str = "request too large";
+
+/// Below this many decompressed bytes, the gzip ratio limit does not apply.
+const RATIO_FLOOR: u64 = 64 * 1024 * 1024;
+
+/// Bounds on a gzip request body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GzipLimits {
+    /// Most decompressed bytes.
+    pub(crate) max_output: u64,
+    /// Most decompressed bytes per compressed byte, once past [`RATIO_FLOOR`].
+    pub(crate) max_ratio: u64,
+}
+
+impl GzipLimits {
+    /// The error for `output` decompressed bytes out of `input` compressed ones, if any.
+    fn check(&self, input: u64, output: u64) -> Option<io::Error> {
+        let message = if output > self.max_output {
+            format!(
+                "{LIMIT_ERROR_PREFIX}: the gzip body decompresses to more than {} bytes (the daemon's max_decompressed_bytes)",
+                self.max_output
+            )
+        } else if output > RATIO_FLOOR && output / input.max(1) > self.max_ratio {
+            format!(
+                "{LIMIT_ERROR_PREFIX}: the gzip body expands more than {}-fold ({input} bytes became more than {output}); send it uncompressed",
+                self.max_ratio
+            )
+        } else {
+            return None;
+        };
+        Some(io::Error::new(io::ErrorKind::InvalidData, message))
+    }
+}
+
+/// Decompresses a gzip stream (several members allowed) on a blocking thread, within
+/// `limits`. A body read error passes through; corrupt or truncated gzip data ends the stream
+/// with an `InvalidData` error whose message starts with [`GZIP_ERROR_PREFIX`], a passed limit
+/// with one starting with [`LIMIT_ERROR_PREFIX`].
+pub(crate) fn gunzip<S, E>(
+    body: S,
+    limits: GzipLimits,
+) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static
 where
     S: Stream<Item = Result<Bytes, E>> + Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
     let (in_tx, in_rx) = mpsc::channel::<io::Result<Bytes>>(DEPTH);
     let (out_tx, out_rx) = mpsc::channel::<io::Result<Bytes>>(DEPTH);
+    let compressed = Arc::new(AtomicU64::new(0));
+    let counted = compressed.clone();
     tokio::spawn(async move {
         let mut body = std::pin::pin!(body);
         while let Some(item) = body.next().await {
             let item =
                 item.map_err(|e| io::Error::other(format!("reading the request body failed: {e}")));
+            if let Ok(b) = &item {
+                counted.fetch_add(b.len() as u64, Ordering::Relaxed);
+            }
             let stop = item.is_err();
             if in_tx.send(item).await.is_err() || stop {
                 return;
@@ -258,11 +305,17 @@ where
             rx: in_rx,
             cur: Bytes::new(),
         });
+        let mut output = 0u64;
         loop {
             let mut buf = BytesMut::zeroed(CHUNK);
             match dec.read(&mut buf) {
                 Ok(0) => return,
                 Ok(n) => {
+                    output += n as u64;
+                    if let Some(e) = limits.check(compressed.load(Ordering::Relaxed), output) {
+                        let _ = out_tx.blocking_send(Err(e));
+                        return;
+                    }
                     buf.truncate(n);
                     if out_tx.blocking_send(Ok(buf.freeze())).is_err() {
                         return;
@@ -286,6 +339,52 @@ where
         }
     });
     rx_stream(out_rx)
+}
+
+/// Why a path could not be opened for its content.
+#[derive(Debug)]
+pub(crate) enum OpenError {
+    /// The OS refused.
+    Io(io::Error),
+    /// Not a regular file: what it is instead (`"a directory"`, `"a FIFO"`, ...).
+    NotRegular(&'static str),
+}
+
+/// What kind of non-regular file `ft` is, for messages.
+pub(crate) fn kind_name(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Opens `path` for reading its content: with `O_NONBLOCK` (so a FIFO without a writer does
+/// not block the thread), then `fstat`; anything but a regular file is refused at once.
+/// Blocking (call it on the blocking pool).
+pub(crate) fn open_regular(path: &std::path::Path) -> Result<(File, std::fs::Metadata), OpenError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(OpenError::Io)?;
+    let meta = file.metadata().map_err(OpenError::Io)?;
+    if !meta.file_type().is_file() {
+        return Err(OpenError::NotRegular(kind_name(meta.file_type())));
+    }
+    Ok((file, meta))
 }
 
 /// Starts writing an upload to `file` in [`WRITE_BATCH`]-sized batches (see

@@ -1,0 +1,412 @@
+//! Keeping track of everything a command starts, so that nothing survives a kill, the
+//! timeout or the daemon's exit, without a PID namespace:
+//!
+//! - **A cgroup per command** when a cgroup v2 hierarchy is writable (root, or a delegated
+//!   subtree): the child joins `<own cgroup>/e2b-envd-<pid>-<n>/c<seq>` between fork and exec,
+//!   so every descendant (`setsid`, double forks) stays in it; a kill writes `cgroup.kill`.
+//! - **A sentinel process** forked once per daemon: it holds the read end of a pipe whose write
+//!   end only the daemon holds, and an open `cgroup.kill` of the daemon's base cgroup. When the
+//!   daemon dies (even by SIGKILL) the pipe hits EOF and the sentinel kills every command's
+//!   subtree, then exits.
+//! - **Without a cgroup**, a kill also reaches every process whose parent chain leads to the
+//!   command, and every process in the command's session or process group (a `/proc` walk).
+//! - **Orphan reaping**: when the process is a child subreaper (the `e2b-envd` binary makes
+//!   itself one), orphaned descendants are re-parented to it; they are reaped here. Children
+//!   this module did not start for a command (tracked in [`DIRECT`]) are never waited for.
+
+use std::collections::HashSet;
+use std::io;
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Pids of the commands the daemon spawned and has not yet waited for (tokio waits for
+/// them). The orphan reaper leaves these alone; spawning holds the lock from fork to insert so
+/// the reaper never sees an unregistered child.
+pub(crate) static DIRECT: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
+
+pub(crate) fn direct() -> MutexGuard<'static, Option<HashSet<i32>>> {
+    DIRECT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Forgets a waited-for child.
+pub(crate) fn forget_direct(pid: u32) {
+    if let (Some(set), Ok(pid)) = (direct().as_mut(), i32::try_from(pid)) {
+        set.remove(&pid);
+    }
+}
+
+/// The cgroup v2 mount point and this process's cgroup path in it.
+fn own_cgroup_dir() -> Option<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mountinfo.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        if !right.starts_with("cgroup2 ") {
+            return None;
+        }
+        let f: Vec<&str> = left.split(' ').collect();
+        // Only a mount of the hierarchy's root maps paths directly.
+        if f.get(3) == Some(&"/") {
+            f.get(4).map(PathBuf::from)
+        } else {
+            None
+        }
+    })?;
+    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = cg.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let dir = mount.join(own.trim_start_matches('/'));
+    dir.is_dir().then_some(dir)
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks for existence.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// Kills what is left in a cgroup and removes it (children first).
+fn purge(dir: &Path) {
+    let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                purge(&e.path());
+            }
+        }
+    }
+    for _ in 0..50 {
+        if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Removes base cgroups left by daemons that died (their pid is gone).
+fn clean_stale(parent: &Path) {
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("e2b-envd-")) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid != std::process::id() as i32 && !pid_alive(pid) {
+            purge(&e.path());
+        }
+    }
+}
+
+/// The cgroup of one command.
+#[derive(Debug)]
+pub(crate) struct CmdGroup {
+    dir: PathBuf,
+}
+
+impl CmdGroup {
+    /// `cgroup.procs`, opened for the child to write itself into between fork and exec.
+    pub(crate) fn procs_fd(&self) -> io::Result<OwnedFd> {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.procs"))?;
+        Ok(OwnedFd::from(f))
+    }
+
+    pub(crate) fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.dir.join("cgroup.procs"))
+            .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Sends `sig` to every process in the cgroup (SIGKILL through `cgroup.kill`, which also
+    /// stops processes forking during the kill).
+    pub(crate) fn signal(&self, sig: nix::sys::signal::Signal) {
+        if sig == nix::sys::signal::Signal::SIGKILL
+            && std::fs::write(self.dir.join("cgroup.kill"), "1").is_ok()
+        {
+            return;
+        }
+        for pid in self.pids() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+        }
+    }
+
+    /// Removes the cgroup if it is empty.
+    pub(crate) fn try_remove(&self) -> bool {
+        std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists()
+    }
+}
+
+/// Per-daemon tracking: the base cgroup, the sentinel, cgroups of ended commands whose
+/// descendants still run.
+#[derive(Debug)]
+pub(crate) struct Tracker {
+    base: Option<PathBuf>,
+    seq: AtomicU64,
+    sentinel: Mutex<Option<(i32, OwnedFd)>>,
+    leftovers: Mutex<Vec<CmdGroup>>,
+    reaper: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Tracker {
+    /// Sets up the base cgroup (if possible), the sentinel, and the orphan reaper (if this
+    /// process is a child subreaper and a tokio runtime is running).
+    pub(crate) fn new() -> Self {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let base = own_cgroup_dir().and_then(|parent| {
+            clean_stale(&parent);
+            let dir = parent.join(format!(
+                "e2b-envd-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => Some(dir),
+                Err(e) => {
+                    tracing::debug!(dir = %dir.display(), error = %e, "no cgroup for commands; falling back to session and /proc tracking");
+                    None
+                }
+            }
+        });
+        let sentinel = base.as_deref().and_then(|b| match start_sentinel(b) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the sentinel that kills commands if the daemon dies");
+                None
+            }
+        });
+        let reaper = (is_subreaper())
+            .then(|| tokio::runtime::Handle::try_current().ok())
+            .flatten()
+            .map(|h| h.spawn(reap_orphans_forever()));
+        Self {
+            base,
+            seq: AtomicU64::new(0),
+            sentinel: Mutex::new(sentinel),
+            leftovers: Mutex::new(Vec::new()),
+            reaper: Mutex::new(reaper),
+        }
+    }
+
+    /// A fresh cgroup for the next command, if cgroups are available.
+    pub(crate) fn new_group(&self) -> Option<CmdGroup> {
+        let base = self.base.as_ref()?;
+        let dir = base.join(format!("c{}", self.seq.fetch_add(1, Ordering::Relaxed)));
+        std::fs::create_dir(&dir).ok()?;
+        Some(CmdGroup { dir })
+    }
+
+    /// Called when a command's process has ended: drops its cgroup once empty, keeping it
+    /// (for the daemon's exit) while descendants run.
+    pub(crate) fn ended(&self, group: CmdGroup) {
+        let mut left = lock(&self.leftovers);
+        left.retain(|g| !g.try_remove());
+        if !group.try_remove() {
+            left.push(group);
+        }
+    }
+
+    /// Kills every descendant of every command, ended ones included (daemon exit).
+    pub(crate) fn kill_everything(&self) {
+        if let Some(base) = &self.base {
+            let _ = std::fs::write(base.join("cgroup.kill"), "1");
+        }
+    }
+}
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        if let Some(r) = lock(&self.reaper).take() {
+            r.abort();
+        }
+        self.kill_everything();
+        if let Some((pid, pipe)) = lock(&self.sentinel).take() {
+            drop(pipe);
+            // The sentinel exits at once on EOF; reap it (briefly) so no zombie is left.
+            for _ in 0..100 {
+                // SAFETY: waitpid on our own child with WNOHANG.
+                let r = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+                if r != 0 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        if let Some(base) = &self.base {
+            purge(base);
+        }
+    }
+}
+
+/// Forks the sentinel: it waits for EOF on a pipe only the daemon writes to, then writes `1`
+/// to the base cgroup's `cgroup.kill` and exits.
+fn start_sentinel(base: &Path) -> io::Result<(i32, OwnedFd)> {
+    let kill = OwnedFd::from(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(base.join("cgroup.kill"))?,
+    );
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills two descriptors, which we own from here on.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (rd_raw, kill_raw) = (rd.as_raw_fd(), kill.as_raw_fd());
+    let (lo, hi) = (rd_raw.min(kill_raw), rd_raw.max(kill_raw));
+    // SAFETY: after fork the child calls only async-signal-safe functions (setsid, raw
+    // close_range, read, write, _exit) on descriptors prepared before the fork; it never
+    // returns into Rust code.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: see above.
+        unsafe {
+            libc::setsid();
+            // Keep only the pipe's read end and cgroup.kill: no sockets or pipes of the
+            // daemon stay open in the sentinel.
+            if lo > 0 {
+                libc::syscall(libc::SYS_close_range, 0u32, (lo - 1) as u32, 0u32);
+            }
+            if hi - lo > 1 {
+                libc::syscall(
+                    libc::SYS_close_range,
+                    (lo + 1) as u32,
+                    (hi - 1) as u32,
+                    0u32,
+                );
+            }
+            libc::syscall(libc::SYS_close_range, (hi + 1) as u32, u32::MAX, 0u32);
+            let mut b = [0u8; 64];
+            loop {
+                let n = libc::read(rd_raw, b.as_mut_ptr().cast(), b.len());
+                if n == 0 || (n < 0 && *libc::__errno_location() != libc::EINTR) {
+                    break;
+                }
+            }
+            libc::write(kill_raw, b"1".as_ptr().cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    drop(rd);
+    drop(kill);
+    Ok((pid, wr))
+}
+
+/// Whether this process is a child subreaper (`PR_SET_CHILD_SUBREAPER`).
+pub(crate) fn is_subreaper() -> bool {
+    let mut v: libc::c_int = 0;
+    // SAFETY: PR_GET_CHILD_SUBREAPER writes one int to the pointer.
+    let r = unsafe { libc::prctl(libc::PR_GET_CHILD_SUBREAPER, &mut v as *mut libc::c_int) };
+    r == 0 && v != 0
+}
+
+/// Our children that are not commands we spawned (orphans re-parented to us), zombies only.
+fn orphan_zombies(me: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Some((state, ppid, _, _)) = stat(pid)
+            && ppid == me
+            && state == 'Z'
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// `(state, ppid, pgrp, session)` from `/proc/<pid>/stat`.
+pub(crate) fn stat(pid: i32) -> Option<(char, i32, i32, i32)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = s.rsplit_once(')')?.1;
+    let mut f = rest.split_whitespace();
+    let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = f.next()?.parse().ok()?;
+    let sid = f.next()?.parse().ok()?;
+    Some((state, ppid, pgrp, sid))
+}
+
+/// Reaps zombie orphans now. Holds [`DIRECT`] so a command being spawned is never taken.
+pub(crate) fn reap_orphans_once() {
+    let me = std::process::id() as i32;
+    let guard = direct();
+    for pid in orphan_zombies(me) {
+        if guard.as_ref().is_some_and(|s| s.contains(&pid)) {
+            continue;
+        }
+        // SAFETY: waitpid with WNOHANG on a zombie child that no one else waits for.
+        unsafe {
+            libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
+        }
+    }
+}
+
+async fn reap_orphans_forever() {
+    let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
+    loop {
+        match sigchld.as_mut() {
+            Some(s) => {
+                let _ = tokio::time::timeout(Duration::from_secs(5), s.recv()).await;
+            }
+            None => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+        let _ = tokio::task::spawn_blocking(reap_orphans_once).await;
+        // Debounce: a burst of exits costs one /proc scan per 200 ms.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Without a cgroup: every process descending from `root` by parent chain, or in its session
+/// or process group (a `/proc` walk; an escape by `setsid` plus a double fork is not caught).
+pub(crate) fn descendants(root: i32) -> Vec<i32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut procs = Vec::new();
+    for e in rd.flatten() {
+        if let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())
+            && let Some((_, ppid, pgrp, sid)) = stat(pid)
+        {
+            procs.push((pid, ppid, pgrp, sid));
+        }
+    }
+    let mut found: HashSet<i32> = procs
+        .iter()
+        .filter(|p| p.2 == root || p.3 == root)
+        .map(|p| p.0)
+        .collect();
+    found.insert(root);
+    loop {
+        let before = found.len();
+        for p in &procs {
+            if found.contains(&p.1) {
+                found.insert(p.0);
+            }
+        }
+        if found.len() == before {
+            break;
+        }
+    }
+    found.remove(&root);
+    found.remove(&(std::process::id() as i32));
+    found.into_iter().collect()
+}
