@@ -38,6 +38,11 @@ pub struct ServeArgs {
     /// Most sandboxes at once; more are refused with 429.
     #[arg(long, default_value_t = 256)]
     pub max_sandboxes: usize,
+    /// Sandbox isolation: `auto` (isolated where this machine and binary support it, else
+    /// plain), `plain` (each sandbox a plain envd process) or `isolated` (namespaces, private
+    /// root, cgroup limits; fails when unsupported).
+    #[arg(long, default_value = "auto", value_name = "auto|plain|isolated")]
+    pub isolation: String,
     /// Run this envd binary (for example `e2b-envd`) for each sandbox instead of this program's
     /// own envd, without the sandbox-init shim.
     #[arg(long, value_name = "PATH")]
@@ -117,6 +122,25 @@ pub fn load_or_create_key(path: &std::path::Path) -> Result<(String, bool), Serv
 /// Not cancel safe: dropping it skips the orderly kill (the sandboxes still die with the
 /// process).
 pub async fn run_cli(args: ServeArgs, prefix: &[&str]) -> Result<i32, ServeError> {
+    run_cli_with(args, prefix, false).await
+}
+
+/// [`run_cli`] for a binary that calls `e2b_isolation::run_if_child()` first thing in `main`
+/// (before any thread starts), and can therefore run isolated sandboxes (`can_isolate`).
+///
+/// # Errors
+///
+/// As [`run_cli`], and [`ServeError::Config`] for `--isolation isolated` where isolation is
+/// unavailable.
+///
+/// # Cancel safety
+///
+/// As [`run_cli`].
+pub async fn run_cli_with(
+    args: ServeArgs,
+    prefix: &[&str],
+    can_isolate: bool,
+) -> Result<i32, ServeError> {
     match args.internal {
         Some(Internal::SandboxInit { command }) => return Ok(crate::shim::sandbox_init(&command)),
         Some(Internal::Envd(envd)) => {
@@ -148,17 +172,38 @@ pub async fn run_cli(args: ServeArgs, prefix: &[&str]) -> Result<i32, ServeError
         Some(p) => EnvdCommand::envd(p, Vec::new()),
         None => EnvdCommand::current_exe(prefix)?,
     };
+    let available = if can_isolate {
+        crate::runtime::isolation_available()
+    } else {
+        Err("this binary cannot start isolated sandboxes (use e2b-serve)".to_string())
+    };
+    let (runtime, why_plain) = match (args.isolation.as_str(), available) {
+        ("plain", _) => (PlainRuntime::new(command), None),
+        ("isolated", Ok(())) | ("auto", Ok(())) => (PlainRuntime::isolated(command), None),
+        ("isolated", Err(e)) => {
+            return Err(ServeError::Config(format!("--isolation isolated: {e}")));
+        }
+        ("auto", Err(e)) => (PlainRuntime::new(command), Some(e)),
+        (other, _) => {
+            return Err(ServeError::Config(format!(
+                "--isolation must be auto, plain or isolated, not {other:?}"
+            )));
+        }
+    };
     let mut config = ServeConfig::new(api_key);
     config.bind = args.bind;
     config.api_port = args.api_port;
     config.edge_port = args.edge_port;
     config.state_dir = args.state_dir;
     config.max_sandboxes = args.max_sandboxes;
-    let handle = Serve::start(config, Arc::new(PlainRuntime::new(command))).await?;
+    let handle = Serve::start(config, Arc::new(runtime)).await?;
     println!(
         "e2b serve: E2B's sandbox API on this machine (runtime: {})",
         handle.runtime_name()
     );
+    if let Some(why) = why_plain {
+        println!("  sandboxes are not isolated: {why}");
+    }
     println!("  API key {note}");
     println!("export E2B_API_URL={}", handle.api_url());
     println!("export E2B_SANDBOX_URL={}", handle.edge_url());

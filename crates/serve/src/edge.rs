@@ -35,6 +35,11 @@ pub(crate) const ENVD_PORT: u16 = 49983;
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
+/// h2 frames up to 1 MiB, 4 MiB per stream, 16 MiB per connection (as `e2b-envd-client`).
+const H2_MAX_FRAME: u32 = 1 << 20;
+const H2_STREAM_WINDOW: u32 = 4 << 20;
+const H2_CONNECTION_WINDOW: u32 = 16 << 20;
+
 /// The forwarding clients (one per HTTP version) and the registry.
 #[derive(Clone)]
 pub(crate) struct Edge {
@@ -55,11 +60,12 @@ impl Edge {
         let h1 = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector());
+        // As our envd client: large frames and fixed windows (an adaptive window starts small).
         let h2 = Client::builder(TokioExecutor::new())
             .http2_only(true)
-            .http2_initial_stream_window_size(Some(4 * 1024 * 1024))
-            .http2_initial_connection_window_size(Some(8 * 1024 * 1024))
-            .http2_adaptive_window(true)
+            .http2_max_frame_size(Some(H2_MAX_FRAME))
+            .http2_initial_stream_window_size(Some(H2_STREAM_WINDOW))
+            .http2_initial_connection_window_size(Some(H2_CONNECTION_WINDOW))
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector());
         Self { registry, h1, h2 }
@@ -91,9 +97,9 @@ impl Edge {
                     .header_read_timeout(Duration::from_secs(30));
                 builder
                     .http2()
-                    .initial_stream_window_size(4 * 1024 * 1024)
-                    .initial_connection_window_size(8 * 1024 * 1024)
-                    .adaptive_window(true);
+                    .max_frame_size(H2_MAX_FRAME)
+                    .initial_stream_window_size(H2_STREAM_WINDOW)
+                    .initial_connection_window_size(H2_CONNECTION_WINDOW);
                 let _ = builder
                     .serve_connection(TokioIo::new(stream), service)
                     .await;

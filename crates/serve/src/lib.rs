@@ -38,8 +38,10 @@ mod shim;
 mod util;
 mod wire;
 
-pub use cli::{Internal, ServeArgs, load_or_create_key, run_cli};
+pub use cli::{Internal, ServeArgs, load_or_create_key, run_cli, run_cli_with};
 pub use error::ServeError;
-pub use runtime::{EnvdCommand, Instance, PlainRuntime, Runtime, SandboxSpec, Usage};
+pub use runtime::{
+    EnvdCommand, Instance, PlainRuntime, Runtime, SandboxSpec, Usage, isolation_available,
+};
 pub use server::{Serve, ServeConfig, ServeHandle};
 pub use shim::sandbox_init;

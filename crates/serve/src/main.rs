@@ -14,6 +14,8 @@ struct Cli {
 }
 
 fn main() -> std::process::ExitCode {
+    // An isolated sandbox is built by a re-execution of this binary: before anything else.
+    e2b_isolation::run_if_child();
     let cli = Cli::parse();
     if let Some(e2b_serve::Internal::SandboxInit { command }) = &cli.args.internal {
         // Single-threaded, before any runtime exists.
@@ -45,7 +47,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(e2b_serve::run_cli(cli.args, &[])) {
+    match runtime.block_on(e2b_serve::run_cli_with(cli.args, &[], true)) {
         Ok(code) => std::process::ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1)),
         Err(e) => {
             eprintln!("e2b-serve: {e}");

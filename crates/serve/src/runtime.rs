@@ -151,25 +151,56 @@ impl EnvdCommand {
     }
 }
 
-/// The plain runtime: each sandbox is an envd process (own port, own process table, own working
-/// directory, own access token) under the `sandbox-init` shim; pause = SIGSTOP of the whole
-/// process tree. No filesystem or network isolation: see `docs/control-plane.md`.
+/// The process runtime: each sandbox is an envd process (own port, own process table, own
+/// working directory, own access token) under the `sandbox-init` shim; pause = SIGSTOP of the
+/// whole process tree.
+///
+/// Plain ([`PlainRuntime::new`]): no filesystem or network isolation. Isolated
+/// ([`PlainRuntime::isolated`]): envd runs with `--isolate` (crate `e2b-isolation`: its own
+/// user, mount, PID, UTS, IPC and network namespaces, the `base` root with a private
+/// `/home/user` and `/tmp`, cgroup limits), so a sandbox sees only itself and `user` has
+/// passwordless sudo. See `docs/control-plane.md`.
 #[derive(Debug, Clone)]
 pub struct PlainRuntime {
     command: EnvdCommand,
+    isolated: bool,
 }
 
 impl PlainRuntime {
     /// A plain runtime that starts envd with `command`.
     pub fn new(command: EnvdCommand) -> Self {
-        Self { command }
+        Self {
+            command,
+            isolated: false,
+        }
     }
+
+    /// A runtime whose sandboxes are isolated (`envd --isolate --network none`). The program
+    /// must call `e2b_isolation::run_if_child()` first thing in `main`; check the machine with
+    /// [`isolation_available`] first.
+    pub fn isolated(command: EnvdCommand) -> Self {
+        Self {
+            command,
+            isolated: true,
+        }
+    }
+}
+
+/// Whether this machine can run isolated sandboxes (`Err` says what is missing).
+///
+/// # Errors
+///
+/// The reason isolation is unavailable (not root, no user namespaces, ...).
+pub fn isolation_available() -> Result<(), String> {
+    e2b_isolation::probe()
+        .check(e2b_isolation::Network::None)
+        .map_err(|e| e.to_string())
 }
 
 #[async_trait]
 impl Runtime for PlainRuntime {
     fn name(&self) -> &'static str {
-        "plain"
+        if self.isolated { "isolated" } else { "plain" }
     }
 
     async fn spawn(&self, spec: SandboxSpec) -> Result<Box<dyn Instance>, ServeError> {
@@ -186,19 +217,22 @@ impl Runtime for PlainRuntime {
         let c = &self.command;
         let mut envd: Vec<OsString> = vec![c.program.clone().into_os_string()];
         envd.extend(c.envd_args.iter().cloned());
-        for a in [
-            "--port",
-            "0",
-            "--bind",
-            "127.0.0.1",
-            "--user-alias",
-            "user",
-            "--default-workdir",
-        ] {
+        for a in ["--port", "0", "--bind", "127.0.0.1"] {
             envd.push(a.into());
         }
-        envd.push(home.clone().into_os_string());
-        let mut cmd = if c.init_args.is_empty() {
+        if self.isolated {
+            for a in ["--isolate", "--network", "none", "--sandbox-id", &spec.id] {
+                envd.push(a.into());
+            }
+        } else {
+            for a in ["--user-alias", "user", "--default-workdir"] {
+                envd.push(a.into());
+            }
+            envd.push(home.clone().into_os_string());
+        }
+        // An isolated envd builds its own PID namespace (and reads /proc by pid): it runs
+        // without the shim, whose namespace would hide its pids from the host's /proc.
+        let mut cmd = if c.init_args.is_empty() || self.isolated {
             let mut cmd = Command::new(&c.program);
             cmd.args(&envd[1..]);
             cmd
@@ -272,7 +306,11 @@ impl Runtime for PlainRuntime {
         Ok(Box::new(PlainInstance {
             addr,
             pid,
-            home: home.to_string_lossy().into_owned(),
+            home: if self.isolated {
+                "/home/user".into()
+            } else {
+                home.to_string_lossy().into_owned()
+            },
             child: tokio::sync::Mutex::new(child),
         }))
     }

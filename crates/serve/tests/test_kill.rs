@@ -52,9 +52,14 @@ async fn kill_leaves_no_process() {
 }
 
 /// Runs the real `e2b-serve` binary; returns the child, the API URL and the edge URL.
-fn serve_process(state_dir: &std::path::Path) -> (std::process::Child, String, String) {
+fn serve_process(
+    state_dir: &std::path::Path,
+    isolation: &str,
+) -> (std::process::Child, String, String) {
     let mut child = Command::new(BIN)
         .args([
+            "--isolation",
+            isolation,
             "--api-port",
             "0",
             "--edge-port",
@@ -88,9 +93,9 @@ fn serve_process(state_dir: &std::path::Path) -> (std::process::Child, String, S
     (child, api, edge)
 }
 
-async fn stop_leaves_nothing(signal: nix::sys::signal::Signal) {
+async fn stop_leaves_nothing(signal: nix::sys::signal::Signal, isolation: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, api, edge) = serve_process(dir.path());
+    let (mut child, api, edge) = serve_process(dir.path(), isolation);
     let http = reqwest::Client::new();
     let sbx: serde_json::Value = http
         .post(format!("{api}/sandboxes"))
@@ -125,7 +130,12 @@ async fn stop_leaves_nothing(signal: nix::sys::signal::Signal) {
     .await
     .unwrap();
     assert!(eventually(Duration::from_secs(10), || pids_with(&marker).len() >= 2).await);
-    let envd_marker = dir.path().to_string_lossy().to_string();
+    // The plain runtime's envd names its directory, the isolated one its sandbox id.
+    let envd_marker = if isolation == "plain" {
+        dir.path().to_string_lossy().to_string()
+    } else {
+        format!("--sandbox-id {id}")
+    };
     assert!(!pids_with(&envd_marker).is_empty(), "no envd process found");
 
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
@@ -146,10 +156,20 @@ async fn stop_leaves_nothing(signal: nix::sys::signal::Signal) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_serve_leaves_no_process() {
-    stop_leaves_nothing(nix::sys::signal::Signal::SIGKILL).await;
+    stop_leaves_nothing(nix::sys::signal::Signal::SIGKILL, "plain").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_serve_leaves_no_isolated_process() {
+    if let Err(e) = e2b_serve::isolation_available() {
+        panic!(
+            "missing: sandbox isolation on this machine ({e}); this test needs root and user namespaces"
+        );
+    }
+    stop_leaves_nothing(nix::sys::signal::Signal::SIGKILL, "isolated").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_of_serve_leaves_no_process() {
-    stop_leaves_nothing(nix::sys::signal::Signal::SIGTERM).await;
+    stop_leaves_nothing(nix::sys::signal::Signal::SIGTERM, "plain").await;
 }

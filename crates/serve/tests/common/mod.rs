@@ -26,8 +26,29 @@ pub async fn start() -> Env {
 }
 
 pub async fn start_with(f: impl FnOnce(ServeConfig) -> ServeConfig) -> Env {
-    let config = f(ServeConfig::ephemeral(KEY));
-    let serve = Serve::start(config, Arc::new(PlainRuntime::new(envd_command())))
+    start_runtime(
+        f(ServeConfig::ephemeral(KEY)),
+        PlainRuntime::new(envd_command()),
+    )
+    .await
+}
+
+/// `e2b serve` with isolated sandboxes; fails naming what the machine lacks.
+pub async fn start_isolated() -> Env {
+    if let Err(e) = e2b_serve::isolation_available() {
+        panic!(
+            "missing: sandbox isolation on this machine ({e}); this test needs root and user namespaces"
+        );
+    }
+    start_runtime(
+        ServeConfig::ephemeral(KEY),
+        PlainRuntime::isolated(envd_command()),
+    )
+    .await
+}
+
+async fn start_runtime(config: ServeConfig, runtime: PlainRuntime) -> Env {
+    let serve = Serve::start(config, Arc::new(runtime))
         .await
         .expect("e2b serve starts");
     let http = reqwest::Client::builder()
