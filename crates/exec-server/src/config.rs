@@ -248,16 +248,13 @@ impl ExecServerArgs {
     }
 
     /// Refuses a non-loopback address without an API key unless `--insecure-no-auth`.
+    /// (`serve_http` logs the insecure case loudly.)
     pub(crate) fn check_exposure(&self, addr: SocketAddr) -> Result<(), ExecServerError> {
         let keyed = self.api_key.as_deref().is_some_and(|k| !k.is_empty());
         if addr.ip().is_loopback() || keyed {
             return Ok(());
         }
         if self.insecure_no_auth {
-            tracing::warn!(%addr, "SERVING WITHOUT AUTHENTICATION on a non-loopback address (--insecure-no-auth): anyone who can reach it runs commands in the sandbox");
-            eprintln!(
-                "e2b-exec-server: WARNING: serving {addr} WITHOUT AUTHENTICATION (--insecure-no-auth); anyone who can reach this port runs commands in the sandbox"
-            );
             return Ok(());
         }
         Err(ExecServerError::Config(format!(

@@ -201,15 +201,7 @@ pub(crate) async fn upload(
         if let Some(old) = old {
             remove_parts(backend, &old.parts).await;
         }
-        let st = backend.stat(&path).await;
-        if let Ok(st) = st
-            && st.is_dir
-        {
-            return Err(FileError::new(
-                FileErrorKind::IsDirectory,
-                format!("{path} is a directory"),
-            ));
-        }
+        // envd refuses a directory target (`is_directory`) before writing anything.
         let sha = sha256_hex(&data);
         let size = backend.write_file(&path, data).await?;
         let mut meta = written(&path, n, size, 0);

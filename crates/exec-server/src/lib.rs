@@ -143,6 +143,13 @@ impl ExecServerHandle {
         on_bound: impl FnOnce(SocketAddr) + Send,
     ) -> Result<(), ExecServerError> {
         self.args.check_exposure(addr)?;
+        let keyed = self.args.api_key.as_deref().is_some_and(|k| !k.is_empty());
+        if !keyed && !addr.ip().is_loopback() {
+            tracing::warn!(%addr, "SERVING WITHOUT AUTHENTICATION on a non-loopback address (--insecure-no-auth): anyone who can reach it runs commands in the sandbox");
+            eprintln!(
+                "e2b-exec-server: WARNING: serving {addr} WITHOUT AUTHENTICATION (--insecure-no-auth); anyone who can reach this port runs commands in the sandbox"
+            );
+        }
         let opts = http::HttpOptions {
             api_key: self.args.api_key.clone().filter(|k| !k.is_empty()),
             allowed_hosts: self.args.resolved_allowed_hosts(addr),
