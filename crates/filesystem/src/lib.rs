@@ -140,7 +140,7 @@ impl Filesystem {
                     }
                 }
                 Err(e) => {
-                    failure = Some(FilesystemError::Transport(e.to_string()));
+                    failure = Some(FilesystemError::from_body(e));
                     break;
                 }
             }
