@@ -42,7 +42,8 @@ enum Mode {
 /// Runs and manages commands in one sandbox, over its envd connection. Cheap to clone.
 ///
 /// ```no_run
-/// # async fn demo(conn: e2b_envd_client::EnvdConnection) -> Result<(), e2b_commands::CommandError> {
+/// # async fn demo(conn: e2b_envd_client::EnvdConnection) -> Result<(), e2b_commands::CommandError>
+/// {
 /// use e2b_commands::{Commands, CommandOptions};
 /// let commands = Commands::new(conn);
 /// let out = commands.run("echo hello; exit 3", CommandOptions::new()).await?;
@@ -85,6 +86,20 @@ impl Commands {
     /// The command timeout defaults to 60 s (E2B's); zero = none.
     ///
     /// A string runs as `/bin/bash -l -c <cmd>`; pass [`CommandLine::exec`] for no shell.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `RequestTimeout` when envd does not start the command
+    /// in time; `DeadlineExceeded` when the command timeout killed it; `Exit` for a failed command
+    /// only with [`CommandOptions::check`](crate::CommandOptions::check).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does **not** kill the command: once envd started it, it runs until it
+    /// ends or its command timeout (60 s by default) expires, as with envd's own clients. Kill it
+    /// by pid ([`Commands::list`] shows it) if you need it gone.
     pub async fn run(
         &self,
         cmd: impl Into<CommandLine>,
@@ -100,6 +115,18 @@ impl Commands {
     /// `background: true`). The command timeout defaults to 60 s, after which envd kills the
     /// process; use [`CommandOptions::no_timeout`] for a long-lived process. Stdin is closed
     /// unless [`CommandOptions::stdin`] opens it.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `RequestTimeout` when envd does not start the command
+    /// in time; `UnsupportedFeature` when an option needs a newer envd.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after envd started the process, the process keeps running (until
+    /// its command timeout) and no handle reaches it; find it with [`Commands::list`].
     pub async fn start(
         &self,
         cmd: impl Into<CommandLine>,
@@ -112,6 +139,19 @@ impl Commands {
     /// stream: by default no output is retained, stdin is open and there is no command timeout.
     /// With no callbacks the event stream ([`CommandHandle::take_events`]) sees every event
     /// from the start. Output is never dropped: a slow consumer slows the process down.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `RequestTimeout` when envd does not start the command
+    /// in time; `UnsupportedFeature` when an option needs a newer envd.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after envd started the process, the process keeps running (it has
+    /// no command timeout by default) and no handle reaches it; find it with [`Commands::list`] and
+    /// kill it.
     pub async fn start_streaming(
         &self,
         cmd: impl Into<CommandLine>,
@@ -292,6 +332,17 @@ impl Commands {
 
     /// Reattaches to a running process by pid or tag. Output produced while nobody was attached
     /// is not replayed (envd keeps none). Unknown → [`CommandError::NotFound`].
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `RequestTimeout` when envd does not answer in time.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is changed by an unfinished call. The process is not affected either
+    /// way.
     pub async fn connect(
         &self,
         selector: impl Into<ProcessSelector>,
@@ -345,6 +396,16 @@ impl Commands {
     }
 
     /// The running processes.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is changed by an unfinished call.
     pub async fn list(&self) -> Result<Vec<ProcessInfo>, CommandError> {
         let req = self
             .conn
@@ -370,11 +431,33 @@ impl Commands {
 
     /// Kills a process (SIGKILL; our daemon signals its whole process group). `Ok(false)` when
     /// no such process exists.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn kill(&self, pid: u32) -> Result<bool, CommandError> {
         self.signal(pid, Signal::Kill).await
     }
 
     /// Sends a signal to a process. `Ok(false)` when no such process exists.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn signal(&self, pid: u32, signal: Signal) -> Result<bool, CommandError> {
         let req = self.conn.request(
             SendSignalRequest {
@@ -393,6 +476,18 @@ impl Commands {
 
     /// Writes to a process's stdin. It must have been started with stdin open
     /// ([`CommandOptions::stdin`]; `start_streaming` opens it by default).
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `InvalidArgument` when the process's stdin is closed
+    /// or was never opened.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying. The data may have been written.
     pub async fn send_stdin(&self, pid: u32, data: impl Into<Bytes>) -> Result<(), CommandError> {
         self.send_input(pid, process_input::Input::Stdin(data.into()))
             .await
@@ -406,6 +501,17 @@ impl Commands {
     }
 
     /// Writes to a PTY process's terminal.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `InvalidArgument` when the process has no PTY.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying. The data may have been written.
     pub async fn send_pty_input(
         &self,
         pid: u32,
@@ -429,6 +535,18 @@ impl Commands {
 
     /// Closes a process's stdin (EOF). Needs envd 0.5.2 or newer: on an older envd this fails
     /// with [`CommandError::UnsupportedFeature`] and nothing is sent.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `UnsupportedFeature` before envd 0.5.2 (nothing is
+    /// sent).
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn close_stdin(&self, pid: u32) -> Result<(), CommandError> {
         self.conn.require(Feature::CloseStdin)?;
         let req = self.conn.request(
@@ -442,6 +560,17 @@ impl Commands {
     }
 
     /// Resizes a PTY process's terminal.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `InvalidArgument` when the process has no PTY.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn resize_pty(&self, pid: u32, size: PtySize) -> Result<(), CommandError> {
         let req = self.conn.request(
             UpdateRequest {

@@ -226,6 +226,17 @@ impl CommandHandle {
     ///
     /// If the event stream is fed (see [`CommandOptions::events`](crate::CommandOptions::events))
     /// someone must read it, or the command (and this call) waits for that reader.
+    ///
+    /// # Errors
+    ///
+    /// `Disconnected` after [`CommandHandle::disconnect`], `Callback` when an output callback
+    /// failed, `SandboxUnavailable` or `Transport` when the output stream broke before the end
+    /// event, `NoExitStatus` when it ended without one.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: waiting again (or on a clone) gives the same result; the process is not
+    /// affected.
     pub async fn wait(&self) -> Result<CommandOutput, CommandError> {
         let mut rx = self.shared.done.subscribe();
         let outcome = match rx.wait_for(Option::is_some).await {
@@ -245,17 +256,51 @@ impl CommandHandle {
     }
 
     /// Kills the command (SIGKILL to its process group). `false` if it no longer exists.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn kill(&self) -> Result<bool, CommandError> {
         self.shared.commands.kill(self.shared.pid).await
     }
 
     /// Sends a signal to the command.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn signal(&self, signal: crate::Signal) -> Result<bool, CommandError> {
         self.shared.commands.signal(self.shared.pid, signal).await
     }
 
     /// Writes to the command's stdin (to the terminal for a PTY command). The command must have
     /// been started with stdin open.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `InvalidArgument` when stdin is closed or was never
+    /// opened.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying. The data may have been written.
     pub async fn send_stdin(&self, data: impl Into<Bytes>) -> Result<(), CommandError> {
         if self.shared.is_pty {
             self.shared
@@ -286,6 +331,18 @@ impl CommandHandle {
     /// Closes the command's stdin (EOF). For a PTY command, sends Ctrl-D (0x04) instead, as E2B
     /// does. Needs envd 0.5.2 or newer (nothing is sent on older). When the handle's
     /// [`stdin_writer`](Self::stdin_writer) was used, what it queued is delivered first.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `UnsupportedFeature` before envd 0.5.2 (nothing is
+    /// sent).
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn close_stdin(&self) -> Result<(), CommandError> {
         if let Some(writer) = self.shared.stdin_writer.get() {
             return writer.close().await;
@@ -301,6 +358,17 @@ impl CommandHandle {
     }
 
     /// Resizes the command's terminal (PTY commands only).
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `InvalidArgument` when the command has no PTY.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn resize(&self, size: crate::PtySize) -> Result<(), CommandError> {
         self.shared.commands.resize_pty(self.shared.pid, size).await
     }
@@ -310,6 +378,11 @@ impl CommandHandle {
     /// may finish (calling `disconnect` from inside a callback is fine). If the command had
     /// already ended, [`wait`](Self::wait) still returns its exit status; otherwise `wait` fails
     /// with [`CommandError::Disconnected`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the disconnect takes effect when the call starts; a dropped future leaves the
+    /// handle disconnected.
     pub async fn disconnect(&self) {
         self.shared.disconnected.store(true, Ordering::SeqCst);
         self.shared.cancel.cancel();
@@ -407,6 +480,10 @@ pub struct CommandEvents {
 
 impl CommandEvents {
     /// The next event, or `None` at the end.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: an event is only taken from the channel when the future completes.
     pub async fn recv(&mut self) -> Option<Result<CommandEvent, CommandError>> {
         self.rx.recv().await
     }

@@ -136,6 +136,18 @@ impl StdinWriter {
 
     /// Writes `data` (queued on the stream; see the type's docs for when errors show).
     /// An empty write does nothing.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `InvalidArgument` when stdin is closed. An error of an
+    /// earlier write on the open stream surfaces here.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping the future may leave part of the data written or queued; do not
+    /// retry the same bytes blindly.
     pub async fn write(&self, data: impl Into<Bytes>) -> Result<(), CommandError> {
         let data: Bytes = data.into();
         if data.is_empty() {
@@ -158,6 +170,14 @@ impl StdinWriter {
 
     /// Ends the stream and waits until envd has written everything queued so far to the
     /// process (or reports why it could not). Nothing to do on the unary path.
+    ///
+    /// # Errors
+    ///
+    /// The first error the open input stream reported, as a `CommandError`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is changed by an unfinished call.
     pub async fn flush(&self) -> Result<(), CommandError> {
         let mut state = self.inner.state.lock().await;
         self.finish(&mut state).await
@@ -166,6 +186,17 @@ impl StdinWriter {
     /// Flushes, then closes stdin (EOF). For a PTY command, sends Ctrl-D (0x04) instead, as
     /// [`CommandHandle::close_stdin`](crate::CommandHandle::close_stdin) does. Closing stdin
     /// needs envd 0.5.2 or newer.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; the first error the open input stream reported.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn close(&self) -> Result<(), CommandError> {
         let mut state = self.inner.state.lock().await;
         self.finish(&mut state).await?;
