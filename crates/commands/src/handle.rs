@@ -14,11 +14,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::commands::Commands;
 use crate::decode::{Utf8Decoder, decode_buffer};
 use crate::error::CommandError;
 use crate::options::{CallbackKind, OutputCallback};
 use crate::output::{CommandEvent, CommandOutput, ExitStatus};
+use crate::rpc::ProcessRpc;
 use crate::stdin::StdinWriter;
 
 /// How many events the event stream buffers before the reader waits for it (back-pressure).
@@ -45,7 +45,7 @@ struct Retained {
 
 pub(crate) struct Shared {
     pid: u32,
-    commands: Commands,
+    rpc: ProcessRpc,
     is_pty: bool,
     retain: bool,
     has_callbacks: bool,
@@ -124,7 +124,7 @@ impl std::fmt::Debug for CommandHandle {
 }
 
 impl CommandHandle {
-    pub(crate) fn spawn(commands: Commands, attach: Attach, events: ProcessEvents) -> Self {
+    pub(crate) fn spawn(rpc: ProcessRpc, attach: Attach, events: ProcessEvents) -> Self {
         let (done, _) = watch::channel(None);
         let (tx, rx) = if attach.events_from_start {
             let (tx, rx) = mpsc::channel(EVENT_BUFFER);
@@ -134,7 +134,7 @@ impl CommandHandle {
         };
         let shared = Arc::new(Shared {
             pid: attach.pid,
-            commands,
+            rpc,
             is_pty: attach.is_pty,
             retain: attach.retain,
             has_callbacks: attach.on_stdout.is_some() || attach.on_stderr.is_some(),
@@ -268,7 +268,10 @@ impl CommandHandle {
     /// If the future is dropped after the request was sent, envd may or may not have applied it;
     /// check before retrying.
     pub async fn kill(&self) -> Result<bool, CommandError> {
-        self.shared.commands.kill(self.shared.pid).await
+        self.shared
+            .rpc
+            .signal(self.shared.pid, crate::Signal::Kill)
+            .await
     }
 
     /// Sends a signal to the command.
@@ -284,7 +287,7 @@ impl CommandHandle {
     /// If the future is dropped after the request was sent, envd may or may not have applied it;
     /// check before retrying.
     pub async fn signal(&self, signal: crate::Signal) -> Result<bool, CommandError> {
-        self.shared.commands.signal(self.shared.pid, signal).await
+        self.shared.rpc.signal(self.shared.pid, signal).await
     }
 
     /// Writes to the command's stdin (to the terminal for a PTY command). The command must have
@@ -304,11 +307,14 @@ impl CommandHandle {
     pub async fn send_stdin(&self, data: impl Into<Bytes>) -> Result<(), CommandError> {
         if self.shared.is_pty {
             self.shared
-                .commands
-                .send_pty_input(self.shared.pid, data)
+                .rpc
+                .send_input(self.shared.pid, data.into(), true)
                 .await
         } else {
-            self.shared.commands.send_stdin(self.shared.pid, data).await
+            self.shared
+                .rpc
+                .send_input(self.shared.pid, data.into(), false)
+                .await
         }
     }
 
@@ -319,11 +325,7 @@ impl CommandHandle {
         self.shared
             .stdin_writer
             .get_or_init(|| {
-                StdinWriter::new(
-                    self.shared.commands.clone(),
-                    self.shared.pid,
-                    self.shared.is_pty,
-                )
+                StdinWriter::new(self.shared.rpc.clone(), self.shared.pid, self.shared.is_pty)
             })
             .clone()
     }
@@ -349,11 +351,11 @@ impl CommandHandle {
         }
         if self.shared.is_pty {
             self.shared
-                .commands
-                .send_pty_input(self.shared.pid, Bytes::from_static(&[4]))
+                .rpc
+                .send_input(self.shared.pid, Bytes::from_static(&[4]), true)
                 .await
         } else {
-            self.shared.commands.close_stdin(self.shared.pid).await
+            self.shared.rpc.close_stdin(self.shared.pid).await
         }
     }
 
@@ -370,7 +372,7 @@ impl CommandHandle {
     /// If the future is dropped after the request was sent, envd may or may not have applied it;
     /// check before retrying.
     pub async fn resize(&self, size: crate::PtySize) -> Result<(), CommandError> {
-        self.shared.commands.resize_pty(self.shared.pid, size).await
+        self.shared.rpc.resize_pty(self.shared.pid, size).await
     }
 
     /// Stops following the command: the process keeps running in the sandbox (reattach with
@@ -584,7 +586,7 @@ impl Reader {
                     ..
                 })
         );
-        if lost && self.shared.commands.sandbox_gone().await {
+        if lost && self.shared.rpc.sandbox_gone().await {
             result = Err(CommandError::SandboxUnavailable {
                 message: format!(
                     "the sandbox was killed or reached its end of life while process {pid} was running"
