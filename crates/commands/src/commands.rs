@@ -1,16 +1,13 @@
 //! `Commands`: the Process service, E2B style.
 
-use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use e2b_envd_client::{CallOptions, DEFAULT_KEEPALIVE_INTERVAL, EnvdConnection, Feature};
 use e2b_envd_proto::process::process_event::Event;
 use e2b_envd_proto::process::{
-    CloseStdinRequest, ConnectRequest, ConnectResponse, ListRequest, ProcessConfig, ProcessInput,
-    Pty, SendInputRequest, SendSignalRequest, StartRequest, StartResponse, UpdateRequest,
-    process_input, pty,
+    ConnectRequest, ConnectResponse, ListRequest, ProcessConfig, Pty, StartRequest, StartResponse,
+    pty,
 };
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
@@ -23,10 +20,9 @@ use crate::options::{
     ProcessInfo, ProcessSelector, PtySize, Signal,
 };
 use crate::output::CommandOutput;
-use crate::stdin::{StdinWriter, StreamSupport};
+use crate::rpc::ProcessRpc;
+use crate::stdin::StdinWriter;
 
-/// How long the health probe after a lost connection may take (E2B's 5 s).
-const HEALTH_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// envd's server-streaming Process RPCs, read with `EnvdConnection::server_streaming` (no copy
 /// of the output on its way to the callbacks).
 const START_PATH: &str = "/process.Process/Start";
@@ -42,7 +38,8 @@ enum Mode {
 /// Runs and manages commands in one sandbox, over its envd connection. Cheap to clone.
 ///
 /// ```no_run
-/// # async fn demo(conn: e2b_envd_client::EnvdConnection) -> Result<(), e2b_commands::CommandError> {
+/// # async fn demo(conn: e2b_envd_client::EnvdConnection) -> Result<(), e2b_commands::CommandError>
+/// {
 /// use e2b_commands::{Commands, CommandOptions};
 /// let commands = Commands::new(conn);
 /// let out = commands.run("echo hello; exit 3", CommandOptions::new()).await?;
@@ -52,32 +49,28 @@ enum Mode {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Commands {
-    conn: EnvdConnection,
-    request_timeout: Duration,
-    /// Whether envd serves `StreamInput` (probed by the first [`StdinWriter`] write).
-    stream_support: Arc<StreamSupport>,
+    /// The connection and the per-process RPCs (shared with handles and stdin writers).
+    rpc: ProcessRpc,
 }
 
 impl Commands {
     /// Commands over `conn`.
     pub fn new(conn: EnvdConnection) -> Self {
         Self {
-            conn,
-            request_timeout: DEFAULT_REQUEST_TIMEOUT,
-            stream_support: Arc::default(),
+            rpc: ProcessRpc::new(conn, DEFAULT_REQUEST_TIMEOUT),
         }
     }
 
     /// Sets the default request timeout of every call (zero = none). Command options can
     /// override it per command.
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = timeout;
+        self.rpc = self.rpc.with_request_timeout(timeout);
         self
     }
 
     /// The connection.
     pub fn connection(&self) -> &EnvdConnection {
-        &self.conn
+        self.rpc.connection()
     }
 
     /// Runs `cmd` and waits for it to end. A non-zero exit is data in the returned
@@ -85,6 +78,20 @@ impl Commands {
     /// The command timeout defaults to 60 s (E2B's); zero = none.
     ///
     /// A string runs as `/bin/bash -l -c <cmd>`; pass [`CommandLine::exec`] for no shell.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `RequestTimeout` when envd does not start the command
+    /// in time; `DeadlineExceeded` when the command timeout killed it; `Exit` for a failed command
+    /// only with [`CommandOptions::check`](crate::CommandOptions::check).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does **not** kill the command: once envd started it, it runs until it
+    /// ends or its command timeout (60 s by default) expires, as with envd's own clients. Kill it
+    /// by pid ([`Commands::list`] shows it) if you need it gone.
     pub async fn run(
         &self,
         cmd: impl Into<CommandLine>,
@@ -100,6 +107,18 @@ impl Commands {
     /// `background: true`). The command timeout defaults to 60 s, after which envd kills the
     /// process; use [`CommandOptions::no_timeout`] for a long-lived process. Stdin is closed
     /// unless [`CommandOptions::stdin`] opens it.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `RequestTimeout` when envd does not start the command
+    /// in time; `UnsupportedFeature` when an option needs a newer envd.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after envd started the process, the process keeps running (until
+    /// its command timeout) and no handle reaches it; find it with [`Commands::list`].
     pub async fn start(
         &self,
         cmd: impl Into<CommandLine>,
@@ -112,6 +131,19 @@ impl Commands {
     /// stream: by default no output is retained, stdin is open and there is no command timeout.
     /// With no callbacks the event stream ([`CommandHandle::take_events`]) sees every event
     /// from the start. Output is never dropped: a slow consumer slows the process down.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `RequestTimeout` when envd does not start the command
+    /// in time; `UnsupportedFeature` when an option needs a newer envd.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after envd started the process, the process keeps running (it has
+    /// no command timeout by default) and no handle reaches it; find it with [`Commands::list`] and
+    /// kill it.
     pub async fn start_streaming(
         &self,
         cmd: impl Into<CommandLine>,
@@ -126,12 +158,12 @@ impl Commands {
         opts: CommandOptions,
         mode: Mode,
     ) -> Result<CommandHandle, CommandError> {
-        let version = self.conn.envd_version();
+        let version = self.rpc.connection().envd_version();
         let default_stdin = mode == Mode::Streaming;
         let stdin = match opts.stdin {
             Some(false) => {
                 // Older envds always open stdin; asking for none must fail, not be ignored.
-                self.conn.require(Feature::Stdin)?;
+                self.rpc.connection().require(Feature::Stdin)?;
                 Some(false)
             }
             Some(true) => Some(true),
@@ -169,9 +201,9 @@ impl Commands {
         if let Some(user) = &opts.user {
             call = call.user(user);
         }
-        let req = self.conn.request(request, &call)?;
-        let request_timeout = opts.request_timeout.unwrap_or(self.request_timeout);
-        let conn = self.conn.clone();
+        let req = self.rpc.connection().request(request, &call)?;
+        let request_timeout = opts.request_timeout.unwrap_or(self.rpc.request_timeout());
+        let conn = self.rpc.connection().clone();
         let (pid, events) = self
             .open(
                 request_timeout,
@@ -186,7 +218,7 @@ impl Commands {
             )
             .await?;
         Ok(CommandHandle::spawn(
-            self.clone(),
+            self.rpc.clone(),
             Attach {
                 pid,
                 is_pty: opts.pty.is_some(),
@@ -226,72 +258,25 @@ impl Commands {
                 }
             }
         };
-        let res = self.with_timeout(request_timeout, fut).await;
-        match res {
-            Err(CommandError::Transport { .. }) if self.sandbox_gone().await => {
-                Err(CommandError::SandboxUnavailable {
-                    message: "envd is not answering; the sandbox is not running".to_owned(),
-                })
-            }
-            other => other,
-        }
-    }
-
-    async fn with_timeout<T>(
-        &self,
-        timeout: Duration,
-        fut: impl Future<Output = Result<T, CommandError>>,
-    ) -> Result<T, CommandError> {
-        if timeout.is_zero() {
-            return fut.await;
-        }
-        match tokio::time::timeout(timeout, fut).await {
-            Ok(r) => r,
-            Err(_) => Err(CommandError::RequestTimeout {
-                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-            }),
-        }
-    }
-
-    pub(crate) fn stream_support(&self) -> &StreamSupport {
-        &self.stream_support
-    }
-
-    /// A transport failure while envd is gone becomes [`CommandError::SandboxUnavailable`].
-    pub(crate) async fn classify(&self, err: CommandError) -> CommandError {
-        match err {
-            CommandError::Transport { .. } if self.sandbox_gone().await => {
-                CommandError::SandboxUnavailable {
-                    message: "envd is not answering; the sandbox is not running".to_owned(),
-                }
-            }
-            other => other,
-        }
-    }
-
-    pub(crate) async fn unary<T>(
-        &self,
-        fut: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-    ) -> Result<T, CommandError> {
-        let res = self
-            .with_timeout(self.request_timeout, async {
-                fut.await
-                    .map(tonic::Response::into_inner)
-                    .map_err(CommandError::from)
-            })
-            .await;
-        match res {
-            Err(CommandError::Transport { .. }) if self.sandbox_gone().await => {
-                Err(CommandError::SandboxUnavailable {
-                    message: "envd is not answering; the sandbox is not running".to_owned(),
-                })
-            }
-            other => other,
+        match self.rpc.with_timeout(request_timeout, fut).await {
+            Err(e) => Err(self.rpc.classify(e).await),
+            ok => ok,
         }
     }
 
     /// Reattaches to a running process by pid or tag. Output produced while nobody was attached
     /// is not replayed (envd keeps none). Unknown → [`CommandError::NotFound`].
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `RequestTimeout` when envd does not answer in time.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is changed by an unfinished call. The process is not affected either
+    /// way.
     pub async fn connect(
         &self,
         selector: impl Into<ProcessSelector>,
@@ -301,14 +286,14 @@ impl Commands {
         let call = CallOptions::streaming()
             .without_user()
             .keepalive(opts.keepalive.unwrap_or(DEFAULT_KEEPALIVE_INTERVAL));
-        let req = self.conn.request(
+        let req = self.rpc.connection().request(
             ConnectRequest {
                 process: Some(selector.to_proto()),
             },
             &call,
         )?;
-        let conn = self.conn.clone();
-        let request_timeout = opts.request_timeout.unwrap_or(self.request_timeout);
+        let conn = self.rpc.connection().clone();
+        let request_timeout = opts.request_timeout.unwrap_or(self.rpc.request_timeout());
         let (pid, events) = self
             .open(
                 request_timeout,
@@ -327,7 +312,7 @@ impl Commands {
         // envd does not say whether a process has a terminal; use `send_pty_input` for one.
         let is_pty = false;
         Ok(CommandHandle::spawn(
-            self.clone(),
+            self.rpc.clone(),
             Attach {
                 pid,
                 is_pty,
@@ -345,12 +330,23 @@ impl Commands {
     }
 
     /// The running processes.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is changed by an unfinished call.
     pub async fn list(&self) -> Result<Vec<ProcessInfo>, CommandError> {
         let req = self
-            .conn
+            .rpc
+            .connection()
             .request(ListRequest {}, &CallOptions::default().without_user())?;
-        let mut client = self.conn.process();
-        let resp = self.unary(client.list(req)).await?;
+        let mut client = self.rpc.connection().process();
+        let resp = self.rpc.unary(client.list(req)).await?;
         Ok(resp
             .processes
             .into_iter()
@@ -370,103 +366,113 @@ impl Commands {
 
     /// Kills a process (SIGKILL; our daemon signals its whole process group). `Ok(false)` when
     /// no such process exists.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn kill(&self, pid: u32) -> Result<bool, CommandError> {
         self.signal(pid, Signal::Kill).await
     }
 
     /// Sends a signal to a process. `Ok(false)` when no such process exists.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn signal(&self, pid: u32, signal: Signal) -> Result<bool, CommandError> {
-        let req = self.conn.request(
-            SendSignalRequest {
-                process: Some(ProcessSelector::Pid(pid).to_proto()),
-                signal: signal.to_proto() as i32,
-            },
-            &CallOptions::default().without_user(),
-        )?;
-        let mut client = self.conn.process();
-        match self.unary(client.send_signal(req)).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.is_not_found() => Ok(false),
-            Err(e) => Err(e),
-        }
+        self.rpc.signal(pid, signal).await
     }
 
     /// Writes to a process's stdin. It must have been started with stdin open
     /// ([`CommandOptions::stdin`]; `start_streaming` opens it by default).
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `InvalidArgument` when the process's stdin is closed
+    /// or was never opened.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying. The data may have been written.
     pub async fn send_stdin(&self, pid: u32, data: impl Into<Bytes>) -> Result<(), CommandError> {
-        self.send_input(pid, process_input::Input::Stdin(data.into()))
-            .await
+        self.rpc.send_input(pid, data.into(), false).await
     }
 
     /// A writer for a process's stdin over one open `StreamInput` stream: a write is one message
     /// on the stream instead of a `SendInput` request, for low latency and ordered delivery.
     /// See [`StdinWriter`]. For a PTY process use [`CommandHandle::stdin_writer`].
     pub fn stdin_writer(&self, pid: u32) -> StdinWriter {
-        StdinWriter::new(self.clone(), pid, false)
+        StdinWriter::new(self.rpc.clone(), pid, false)
     }
 
     /// Writes to a PTY process's terminal.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `InvalidArgument` when the process has no PTY.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying. The data may have been written.
     pub async fn send_pty_input(
         &self,
         pid: u32,
         data: impl Into<Bytes>,
     ) -> Result<(), CommandError> {
-        self.send_input(pid, process_input::Input::Pty(data.into()))
-            .await
-    }
-
-    async fn send_input(&self, pid: u32, input: process_input::Input) -> Result<(), CommandError> {
-        let req = self.conn.request(
-            SendInputRequest {
-                process: Some(ProcessSelector::Pid(pid).to_proto()),
-                input: Some(ProcessInput { input: Some(input) }),
-            },
-            &CallOptions::default().without_user(),
-        )?;
-        let mut client = self.conn.process();
-        self.unary(client.send_input(req)).await.map(|_| ())
+        self.rpc.send_input(pid, data.into(), true).await
     }
 
     /// Closes a process's stdin (EOF). Needs envd 0.5.2 or newer: on an older envd this fails
     /// with [`CommandError::UnsupportedFeature`] and nothing is sent.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `UnsupportedFeature` before envd 0.5.2 (nothing is
+    /// sent).
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn close_stdin(&self, pid: u32) -> Result<(), CommandError> {
-        self.conn.require(Feature::CloseStdin)?;
-        let req = self.conn.request(
-            CloseStdinRequest {
-                process: Some(ProcessSelector::Pid(pid).to_proto()),
-            },
-            &CallOptions::default().without_user(),
-        )?;
-        let mut client = self.conn.process();
-        self.unary(client.close_stdin(req)).await.map(|_| ())
+        self.rpc.close_stdin(pid).await
     }
 
     /// Resizes a PTY process's terminal.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `InvalidArgument` when the process has no PTY.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn resize_pty(&self, pid: u32, size: PtySize) -> Result<(), CommandError> {
-        let req = self.conn.request(
-            UpdateRequest {
-                process: Some(ProcessSelector::Pid(pid).to_proto()),
-                pty: Some(Pty {
-                    size: Some(pty::Size {
-                        cols: size.cols,
-                        rows: size.rows,
-                    }),
-                }),
-            },
-            &CallOptions::default().without_user(),
-        )?;
-        let mut client = self.conn.process();
-        self.unary(client.update(req)).await.map(|_| ())
-    }
-
-    /// Whether envd is clearly gone (E2B's health probe after a lost connection): `GET /health`
-    /// cannot connect or answers 502.
-    pub(crate) async fn sandbox_gone(&self) -> bool {
-        let url = format!("{}/health", self.conn.url());
-        match tokio::time::timeout(HEALTH_PROBE_TIMEOUT, self.conn.http().get(url).send()).await {
-            Ok(Ok(resp)) => resp.status().as_u16() == 502,
-            Ok(Err(e)) => e.is_connect(),
-            Err(_) => false,
-        }
+        self.rpc.resize_pty(pid, size).await
     }
 }

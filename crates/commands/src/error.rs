@@ -146,6 +146,9 @@ pub enum CommandError {
     Transport {
         /// What happened.
         message: String,
+        /// The underlying error, when there is one (an invalid endpoint has none).
+        #[source]
+        source: Option<Arc<EnvdError>>,
     },
     /// An output callback returned an error. Reading of the output stopped there; the process
     /// keeps running.
@@ -231,7 +234,9 @@ impl From<EnvdError> for CommandError {
     fn from(e: EnvdError) -> Self {
         match e {
             EnvdError::NotFound { message } => Self::NotFound { message },
-            EnvdError::InvalidArgument { message } => Self::InvalidArgument { message },
+            EnvdError::InvalidArgument { message } | EnvdError::IsDirectory { message } => {
+                Self::InvalidArgument { message }
+            }
             EnvdError::Authentication { message } => Self::Authentication { message },
             EnvdError::SandboxUnavailable { message } => Self::SandboxUnavailable { message },
             EnvdError::RateLimited { message } => Self::RateLimited { message },
@@ -241,9 +246,14 @@ impl From<EnvdError> for CommandError {
             EnvdError::DeadlineExceeded { message } => Self::DeadlineExceeded { message },
             EnvdError::Cancelled { message } => Self::Cancelled { message },
             EnvdError::UnsupportedFeature(u) => Self::UnsupportedFeature(u),
-            EnvdError::InvalidEndpoint(message) | EnvdError::Transport(message) => {
-                Self::Transport { message }
-            }
+            EnvdError::InvalidEndpoint(message) => Self::Transport {
+                message,
+                source: None,
+            },
+            e @ EnvdError::Transport { .. } => Self::Transport {
+                message: e.to_string(),
+                source: Some(Arc::new(e)),
+            },
             EnvdError::PermissionDenied { message } => Self::Rpc {
                 code: RpcCode::PermissionDenied,
                 message,
@@ -252,18 +262,10 @@ impl From<EnvdError> for CommandError {
                 code: RpcCode::AlreadyExists,
                 message,
             },
-            // envd reports writing to a closed stdin as `internal`; it is a misuse the caller
-            // can fix, so say how.
-            EnvdError::Rpc { message, .. } if message.contains("stdin not enabled or closed") => {
-                Self::InvalidArgument { message }
-            }
-            // tonic-web reports a connection that broke mid-body as `internal`.
-            EnvdError::Rpc { message, .. } if message.starts_with("tonic-web: error reading") => {
-                Self::Transport { message }
-            }
             EnvdError::Rpc { code, message } => Self::Rpc { code, message },
             other => Self::Transport {
                 message: other.to_string(),
+                source: Some(Arc::new(other)),
             },
         }
     }

@@ -14,11 +14,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::commands::Commands;
 use crate::decode::{Utf8Decoder, decode_buffer};
 use crate::error::CommandError;
 use crate::options::{CallbackKind, OutputCallback};
 use crate::output::{CommandEvent, CommandOutput, ExitStatus};
+use crate::rpc::ProcessRpc;
 use crate::stdin::StdinWriter;
 
 /// How many events the event stream buffers before the reader waits for it (back-pressure).
@@ -45,7 +45,7 @@ struct Retained {
 
 pub(crate) struct Shared {
     pid: u32,
-    commands: Commands,
+    rpc: ProcessRpc,
     is_pty: bool,
     retain: bool,
     has_callbacks: bool,
@@ -124,7 +124,7 @@ impl std::fmt::Debug for CommandHandle {
 }
 
 impl CommandHandle {
-    pub(crate) fn spawn(commands: Commands, attach: Attach, events: ProcessEvents) -> Self {
+    pub(crate) fn spawn(rpc: ProcessRpc, attach: Attach, events: ProcessEvents) -> Self {
         let (done, _) = watch::channel(None);
         let (tx, rx) = if attach.events_from_start {
             let (tx, rx) = mpsc::channel(EVENT_BUFFER);
@@ -134,7 +134,7 @@ impl CommandHandle {
         };
         let shared = Arc::new(Shared {
             pid: attach.pid,
-            commands,
+            rpc,
             is_pty: attach.is_pty,
             retain: attach.retain,
             has_callbacks: attach.on_stdout.is_some() || attach.on_stderr.is_some(),
@@ -226,6 +226,17 @@ impl CommandHandle {
     ///
     /// If the event stream is fed (see [`CommandOptions::events`](crate::CommandOptions::events))
     /// someone must read it, or the command (and this call) waits for that reader.
+    ///
+    /// # Errors
+    ///
+    /// `Disconnected` after [`CommandHandle::disconnect`], `Callback` when an output callback
+    /// failed, `SandboxUnavailable` or `Transport` when the output stream broke before the end
+    /// event, `NoExitStatus` when it ended without one.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: waiting again (or on a clone) gives the same result; the process is not
+    /// affected.
     pub async fn wait(&self) -> Result<CommandOutput, CommandError> {
         let mut rx = self.shared.done.subscribe();
         let outcome = match rx.wait_for(Option::is_some).await {
@@ -245,25 +256,65 @@ impl CommandHandle {
     }
 
     /// Kills the command (SIGKILL to its process group). `false` if it no longer exists.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn kill(&self) -> Result<bool, CommandError> {
-        self.shared.commands.kill(self.shared.pid).await
+        self.shared
+            .rpc
+            .signal(self.shared.pid, crate::Signal::Kill)
+            .await
     }
 
     /// Sends a signal to the command.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn signal(&self, signal: crate::Signal) -> Result<bool, CommandError> {
-        self.shared.commands.signal(self.shared.pid, signal).await
+        self.shared.rpc.signal(self.shared.pid, signal).await
     }
 
     /// Writes to the command's stdin (to the terminal for a PTY command). The command must have
     /// been started with stdin open.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `InvalidArgument` when stdin is closed or was never
+    /// opened.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying. The data may have been written.
     pub async fn send_stdin(&self, data: impl Into<Bytes>) -> Result<(), CommandError> {
         if self.shared.is_pty {
             self.shared
-                .commands
-                .send_pty_input(self.shared.pid, data)
+                .rpc
+                .send_input(self.shared.pid, data.into(), true)
                 .await
         } else {
-            self.shared.commands.send_stdin(self.shared.pid, data).await
+            self.shared
+                .rpc
+                .send_input(self.shared.pid, data.into(), false)
+                .await
         }
     }
 
@@ -274,11 +325,7 @@ impl CommandHandle {
         self.shared
             .stdin_writer
             .get_or_init(|| {
-                StdinWriter::new(
-                    self.shared.commands.clone(),
-                    self.shared.pid,
-                    self.shared.is_pty,
-                )
+                StdinWriter::new(self.shared.rpc.clone(), self.shared.pid, self.shared.is_pty)
             })
             .clone()
     }
@@ -286,23 +333,46 @@ impl CommandHandle {
     /// Closes the command's stdin (EOF). For a PTY command, sends Ctrl-D (0x04) instead, as E2B
     /// does. Needs envd 0.5.2 or newer (nothing is sent on older). When the handle's
     /// [`stdin_writer`](Self::stdin_writer) was used, what it queued is delivered first.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `UnsupportedFeature` before envd 0.5.2 (nothing is
+    /// sent).
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn close_stdin(&self) -> Result<(), CommandError> {
         if let Some(writer) = self.shared.stdin_writer.get() {
             return writer.close().await;
         }
         if self.shared.is_pty {
             self.shared
-                .commands
-                .send_pty_input(self.shared.pid, Bytes::from_static(&[4]))
+                .rpc
+                .send_input(self.shared.pid, Bytes::from_static(&[4]), true)
                 .await
         } else {
-            self.shared.commands.close_stdin(self.shared.pid).await
+            self.shared.rpc.close_stdin(self.shared.pid).await
         }
     }
 
     /// Resizes the command's terminal (PTY commands only).
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `InvalidArgument` when the command has no PTY.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn resize(&self, size: crate::PtySize) -> Result<(), CommandError> {
-        self.shared.commands.resize_pty(self.shared.pid, size).await
+        self.shared.rpc.resize_pty(self.shared.pid, size).await
     }
 
     /// Stops following the command: the process keeps running in the sandbox (reattach with
@@ -310,6 +380,11 @@ impl CommandHandle {
     /// may finish (calling `disconnect` from inside a callback is fine). If the command had
     /// already ended, [`wait`](Self::wait) still returns its exit status; otherwise `wait` fails
     /// with [`CommandError::Disconnected`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the disconnect takes effect when the call starts; a dropped future leaves the
+    /// handle disconnected.
     pub async fn disconnect(&self) {
         self.shared.disconnected.store(true, Ordering::SeqCst);
         self.shared.cancel.cancel();
@@ -407,6 +482,10 @@ pub struct CommandEvents {
 
 impl CommandEvents {
     /// The next event, or `None` at the end.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: an event is only taken from the channel when the future completes.
     pub async fn recv(&mut self) -> Option<Result<CommandEvent, CommandError>> {
         self.rx.recv().await
     }
@@ -507,7 +586,7 @@ impl Reader {
                     ..
                 })
         );
-        if lost && self.shared.commands.sandbox_gone().await {
+        if lost && self.shared.rpc.sandbox_gone().await {
             result = Err(CommandError::SandboxUnavailable {
                 message: format!(
                     "the sandbox was killed or reached its end of life while process {pid} was running"

@@ -7,6 +7,7 @@ mod error;
 mod handle;
 mod options;
 mod output;
+mod rpc;
 mod stdin;
 
 pub use commands::Commands;

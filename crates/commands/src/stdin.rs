@@ -3,7 +3,6 @@
 //! unary `SendInput` request and response.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 use bytes::Bytes;
 use e2b_envd_client::{CallOptions, Transport};
@@ -13,9 +12,9 @@ use tokio::sync::{Mutex, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::commands::Commands;
 use crate::error::CommandError;
 use crate::options::ProcessSelector;
+use crate::rpc::{ProcessRpc, SUPPORTED, UNSUPPORTED};
 
 /// Largest message put on the stream; a bigger write is split (in order). Stays far below
 /// envd's message size limit (4 MiB by default in gRPC servers).
@@ -23,24 +22,6 @@ pub(crate) const STREAM_CHUNK: usize = 256 * 1024;
 /// Messages queued between the writer and the HTTP/2 stream before `write` waits (with
 /// [`STREAM_CHUNK`], at most 4 MiB in flight besides HTTP/2's own window).
 const STREAM_QUEUE: usize = 16;
-
-/// Whether envd serves `StreamInput`, learned once per [`Commands`] (per connection):
-/// 0 = not known yet, [`SUPPORTED`] or [`UNSUPPORTED`].
-#[derive(Debug, Default)]
-pub(crate) struct StreamSupport(AtomicU8);
-
-const SUPPORTED: u8 = 1;
-const UNSUPPORTED: u8 = 2;
-
-impl StreamSupport {
-    fn get(&self) -> u8 {
-        self.0.load(Ordering::Acquire)
-    }
-
-    fn set(&self, v: u8) {
-        self.0.store(v, Ordering::Release);
-    }
-}
 
 /// Writes to a command's stdin (or its terminal, for a PTY command) over envd's
 /// client-streaming `StreamInput` RPC, kept open between writes.
@@ -82,7 +63,7 @@ impl std::fmt::Debug for StdinWriter {
 }
 
 struct Inner {
-    commands: Commands,
+    rpc: ProcessRpc,
     pid: u32,
     pty: bool,
     state: Mutex<State>,
@@ -104,10 +85,10 @@ struct OpenStream {
 }
 
 impl StdinWriter {
-    pub(crate) fn new(commands: Commands, pid: u32, pty: bool) -> Self {
+    pub(crate) fn new(rpc: ProcessRpc, pid: u32, pty: bool) -> Self {
         Self {
             inner: Arc::new(Inner {
-                commands,
+                rpc,
                 pid,
                 pty,
                 state: Mutex::new(State::default()),
@@ -123,9 +104,9 @@ impl StdinWriter {
     /// Whether writes go over the `StreamInput` stream (`false`: one `SendInput` per write).
     /// Before the first write this is the expectation (support is probed on the first write).
     pub fn is_streaming(&self) -> bool {
-        let commands = &self.inner.commands;
-        commands.connection().transport() == Transport::Grpc
-            && commands.stream_support().get() != UNSUPPORTED
+        let rpc = &self.inner.rpc;
+        rpc.connection().transport() == Transport::Grpc
+            && rpc.stream_support().get() != UNSUPPORTED
             && self
                 .inner
                 .state
@@ -136,6 +117,18 @@ impl StdinWriter {
 
     /// Writes `data` (queued on the stream; see the type's docs for when errors show).
     /// An empty write does nothing.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; `InvalidArgument` when stdin is closed. An error of an
+    /// earlier write on the open stream surfaces here.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping the future may leave part of the data written or queued; do not
+    /// retry the same bytes blindly.
     pub async fn write(&self, data: impl Into<Bytes>) -> Result<(), CommandError> {
         let data: Bytes = data.into();
         if data.is_empty() {
@@ -158,6 +151,14 @@ impl StdinWriter {
 
     /// Ends the stream and waits until envd has written everything queued so far to the
     /// process (or reports why it could not). Nothing to do on the unary path.
+    ///
+    /// # Errors
+    ///
+    /// The first error the open input stream reported, as a `CommandError`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is changed by an unfinished call.
     pub async fn flush(&self) -> Result<(), CommandError> {
         let mut state = self.inner.state.lock().await;
         self.finish(&mut state).await
@@ -166,35 +167,41 @@ impl StdinWriter {
     /// Flushes, then closes stdin (EOF). For a PTY command, sends Ctrl-D (0x04) instead, as
     /// [`CommandHandle::close_stdin`](crate::CommandHandle::close_stdin) does. Closing stdin
     /// needs envd 0.5.2 or newer.
+    ///
+    /// # Errors
+    ///
+    /// envd's answer as a [`CommandError`](crate::CommandError) variant: `NotFound` for an unknown
+    /// pid, `SandboxUnavailable` when the sandbox is gone, `Transport` when it cannot be reached,
+    /// `Authentication` for a refused token; the first error the open input stream reported.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn close(&self) -> Result<(), CommandError> {
         let mut state = self.inner.state.lock().await;
         self.finish(&mut state).await?;
-        let commands = &self.inner.commands;
+        let rpc = &self.inner.rpc;
         if self.inner.pty {
-            commands
-                .send_pty_input(self.inner.pid, Bytes::from_static(&[4]))
+            rpc.send_input(self.inner.pid, Bytes::from_static(&[4]), true)
                 .await
         } else {
-            commands.close_stdin(self.inner.pid).await
+            rpc.close_stdin(self.inner.pid).await
         }
     }
 
     async fn send_unary(&self, data: Bytes) -> Result<(), CommandError> {
-        let commands = &self.inner.commands;
-        if self.inner.pty {
-            commands.send_pty_input(self.inner.pid, data).await
-        } else {
-            commands.send_stdin(self.inner.pid, data).await
-        }
+        let rpc = &self.inner.rpc;
+        rpc.send_input(self.inner.pid, data, self.inner.pty).await
     }
 
     /// Whether to use the stream: h2c, and envd serves `StreamInput` (probed once).
     async fn use_stream(&self) -> Result<bool, CommandError> {
-        let commands = &self.inner.commands;
-        if commands.connection().transport() != Transport::Grpc {
+        let rpc = &self.inner.rpc;
+        if rpc.connection().transport() != Transport::Grpc {
             return Ok(false);
         }
-        let support = commands.stream_support();
+        let support = rpc.stream_support();
         match support.get() {
             SUPPORTED => return Ok(true),
             UNSUPPORTED => return Ok(false),
@@ -204,11 +211,11 @@ impl StdinWriter {
         // live), NotFound (no such process; the write fails as SendInput would), or
         // Unimplemented (no StreamInput: fall back).
         let start = self.start_message();
-        let req = commands
+        let req = rpc
             .connection()
             .request(futures::stream::iter([start]), &stream_call())?;
-        let mut client = commands.connection().process();
-        match commands.unary(client.stream_input(req)).await {
+        let mut client = rpc.connection().process();
+        match rpc.unary(client.stream_input(req)).await {
             Ok(_) => {
                 support.set(SUPPORTED);
                 Ok(true)
@@ -249,7 +256,7 @@ impl StdinWriter {
         tx.try_send(self.start_message())
             .map_err(|_| CommandError::protocol("the stdin stream's queue refused its start"))?;
         let body = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
-        let conn = self.inner.commands.connection();
+        let conn = self.inner.rpc.connection();
         let req = conn.request(body, &stream_call())?;
         let mut client = conn.process();
         let ended = CancellationToken::new();
@@ -305,7 +312,7 @@ impl StdinWriter {
             ))),
         };
         match res {
-            Err(e) => Err(self.inner.commands.classify(e).await),
+            Err(e) => Err(self.inner.rpc.classify(e).await),
             Ok(()) => Ok(()),
         }
     }

@@ -241,6 +241,16 @@ impl EnvdConnection {
     /// Calls a server-streaming RPC (`path`, e.g. `/process.Process/Start`) and decodes its
     /// messages without copying their payloads (see [`ServerStream`]); tonic's generated
     /// clients copy every received frame once more. Same statuses as tonic's client.
+    ///
+    /// # Errors
+    ///
+    /// [`EnvdError`](crate::EnvdError) when the request cannot be built or envd answers the call
+    /// with an error status before the stream opens; errors during the stream come from the stream.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future before the stream opens cancels the call; envd sees the
+    /// connection go away.
     pub async fn server_streaming<Req, Resp>(
         &self,
         path: &'static str,

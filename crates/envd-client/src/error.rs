@@ -95,9 +95,22 @@ pub enum EnvdError {
     /// The endpoint is malformed (bad URL, header value).
     #[error("invalid endpoint: {0}")]
     InvalidEndpoint(String),
-    /// The connection failed below the RPC layer.
-    #[error("transport error talking to envd: {0}")]
-    Transport(String),
+    /// The connection failed below the RPC layer (refused, reset, TLS, a body cut short).
+    #[error("transport error talking to envd: {message}")]
+    Transport {
+        /// What happened, with the chain of causes.
+        message: String,
+        /// The status the RPC layer reported; its own `source()` leads to the I/O error.
+        #[source]
+        source: Box<tonic::Status>,
+    },
+    /// The path names a directory where envd needs a file (`invalid_argument` with envd's
+    /// "is a directory" message).
+    #[error("is a directory: {message}")]
+    IsDirectory {
+        /// envd's message.
+        message: String,
+    },
 }
 
 impl EnvdError {
@@ -105,7 +118,7 @@ impl EnvdError {
     pub fn code(&self) -> Option<RpcCode> {
         Some(match self {
             Self::NotFound { .. } => RpcCode::NotFound,
-            Self::InvalidArgument { .. } => RpcCode::InvalidArgument,
+            Self::InvalidArgument { .. } | Self::IsDirectory { .. } => RpcCode::InvalidArgument,
             Self::Authentication { .. } => RpcCode::Unauthenticated,
             Self::PermissionDenied { .. } => RpcCode::PermissionDenied,
             Self::AlreadyExists { .. } => RpcCode::AlreadyExists,
@@ -124,13 +137,45 @@ impl EnvdError {
     }
 }
 
+/// envd's messages that refine a status code, matched here and nowhere else: envd reports these
+/// cases with a code shared by other failures.
+mod envd_messages {
+    /// `invalid_argument`: the path is a directory (`/files`, `Stat` of a file operation).
+    pub(super) const IS_A_DIRECTORY: &str = "is a directory";
+    /// `internal`: writing to a process whose stdin is closed or was never opened.
+    pub(super) const STDIN_CLOSED: &str = "stdin not enabled or closed";
+    /// `internal` from tonic-web: the connection broke in the middle of a body.
+    pub(super) const GRPC_WEB_BODY_CUT: &str = "tonic-web: error reading";
+}
+
+impl EnvdError {
+    /// Classifies an `invalid_argument` message of envd.
+    pub fn invalid_argument(message: String) -> Self {
+        if message.contains(envd_messages::IS_A_DIRECTORY) {
+            Self::IsDirectory { message }
+        } else {
+            Self::InvalidArgument { message }
+        }
+    }
+}
+
 impl From<tonic::Status> for EnvdError {
     fn from(status: tonic::Status) -> Self {
         let message = status.message().to_owned();
         match status.code() {
             RpcCode::NotFound => Self::NotFound { message },
             RpcCode::InvalidArgument | RpcCode::FailedPrecondition | RpcCode::OutOfRange => {
+                Self::invalid_argument(message)
+            }
+            // A misuse the caller can fix (open stdin, or do not write after closing it).
+            RpcCode::Internal if message.contains(envd_messages::STDIN_CLOSED) => {
                 Self::InvalidArgument { message }
+            }
+            RpcCode::Internal if message.starts_with(envd_messages::GRPC_WEB_BODY_CUT) => {
+                Self::Transport {
+                    message,
+                    source: Box::new(status),
+                }
             }
             RpcCode::Unauthenticated => Self::Authentication { message },
             RpcCode::PermissionDenied => Self::PermissionDenied { message },
@@ -140,9 +185,10 @@ impl From<tonic::Status> for EnvdError {
             RpcCode::DeadlineExceeded => Self::DeadlineExceeded { message },
             RpcCode::Cancelled => Self::Cancelled { message },
             // A transport failure surfaces as `unknown` with the source attached.
-            RpcCode::Unknown if std::error::Error::source(&status).is_some() => {
-                Self::Transport(format!("{message}: {}", source_chain(&status)))
-            }
+            RpcCode::Unknown if std::error::Error::source(&status).is_some() => Self::Transport {
+                message: format!("{message}: {}", source_chain(&status)),
+                source: Box::new(status),
+            },
             code => Self::Rpc { code, message },
         }
     }
@@ -159,4 +205,27 @@ fn source_chain(err: &dyn std::error::Error) -> String {
         cur = e.source();
     }
     out
+}
+
+#[cfg(test)]
+mod classification_tests {
+    use super::*;
+
+    #[test]
+    fn envd_messages_refine_codes_in_one_place() {
+        let e = EnvdError::from(tonic::Status::invalid_argument(
+            "path '/tmp' is a directory",
+        ));
+        assert!(matches!(e, EnvdError::IsDirectory { .. }), "{e:?}");
+        assert_eq!(e.code(), Some(RpcCode::InvalidArgument));
+        let e = EnvdError::from(tonic::Status::internal(
+            "error writing to stdin: stdin not enabled or closed",
+        ));
+        assert!(matches!(e, EnvdError::InvalidArgument { .. }), "{e:?}");
+        let e = EnvdError::from(tonic::Status::internal("tonic-web: error reading body"));
+        assert!(matches!(e, EnvdError::Transport { .. }), "{e:?}");
+        assert!(std::error::Error::source(&e).is_some());
+        let e = EnvdError::from(tonic::Status::internal("something else"));
+        assert!(matches!(e, EnvdError::Rpc { .. }), "{e:?}");
+    }
 }

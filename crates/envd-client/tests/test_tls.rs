@@ -161,7 +161,7 @@ async fn an_untrusted_certificate_is_a_transport_error() {
     assert!(
         matches!(
             err,
-            EnvdError::Transport(_) | EnvdError::SandboxUnavailable { .. }
+            EnvdError::Transport { .. } | EnvdError::SandboxUnavailable { .. }
         ),
         "{err:?}"
     );

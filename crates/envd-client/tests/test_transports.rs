@@ -357,10 +357,17 @@ async fn unreachable_envd_is_a_transport_error(transport: Transport) {
     assert!(
         matches!(
             err,
-            EnvdError::Transport(_) | EnvdError::SandboxUnavailable { .. }
+            EnvdError::Transport { .. } | EnvdError::SandboxUnavailable { .. }
         ),
         "{transport:?}: {err:?}"
     );
+    if let EnvdError::Transport { .. } = err {
+        // The cause is kept, not flattened into the message.
+        assert!(
+            std::error::Error::source(&err).is_some(),
+            "{transport:?}: a transport error without its source: {err:?}"
+        );
+    }
 }
 
 #[tokio::test]

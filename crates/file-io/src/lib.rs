@@ -153,6 +153,16 @@ impl FileSink {
 
     /// Queues a chunk. Fails when the writer already stopped (its error comes from
     /// [`FileSink::finish`]).
+    ///
+    /// # Errors
+    ///
+    /// [`WriterStopped`] when the writer thread stopped after an error; [`FileSink::finish`]
+    /// returns that error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping the future may leave part of the chunk copied into the current
+    /// batch.
     pub async fn write(&mut self, chunk: Bytes) -> Result<(), WriterStopped> {
         if self.cur.is_empty() && chunk.len() >= self.batch {
             return self.send(Batch::Shared(chunk)).await;
@@ -179,6 +189,16 @@ impl FileSink {
 
     /// Writes what is left, closes the input and waits for every byte to reach the file.
     /// Returns the bytes written, or the writer's error.
+    ///
+    /// # Errors
+    ///
+    /// The writer's I/O error (disk full, permission), or a panic of the writer thread as an
+    /// `io::Error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future abandons the wait; the writer thread still writes what it was given and
+    /// closes the file.
     pub async fn finish(mut self) -> io::Result<u64> {
         if !self.cur.is_empty() {
             let last = std::mem::take(&mut self.cur);

@@ -68,8 +68,14 @@ pub enum FilesystemError {
         message: String,
     },
     /// The HTTP request to `/files` failed below HTTP (connection refused, reset, ...).
-    #[error("transport error talking to envd's /files: {0}")]
-    Transport(String),
+    #[error("transport error talking to envd's /files: {message}")]
+    Transport {
+        /// What happened, with the chain of causes.
+        message: String,
+        /// The HTTP client's error.
+        #[source]
+        source: reqwest::Error,
+    },
     /// A local I/O error (reading the local file to upload, writing a download).
     #[error("local I/O error: {0}")]
     Io(#[from] std::io::Error),
@@ -96,8 +102,7 @@ impl FilesystemError {
             .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
         match status {
             404 => Self::NotFound { message },
-            400 if message.contains("is a directory") => Self::IsDirectory { message },
-            400 | 416 => Self::InvalidArgument { message },
+            400 | 416 => EnvdError::invalid_argument(message).into(),
             401 => Self::Authentication { message },
             403 => Self::PermissionDenied { message },
             507 => Self::NotEnoughSpace { message },
@@ -106,13 +111,32 @@ impl FilesystemError {
     }
 }
 
+impl FilesystemError {
+    /// An error that ended a download body: the HTTP client's, when it is one (a stream of
+    /// `/files` carries it inside an `io::Error`), else a local I/O error.
+    pub(crate) fn from_body(e: std::io::Error) -> Self {
+        let is_http = e
+            .get_ref()
+            .is_some_and(|inner| inner.is::<reqwest::Error>());
+        if !is_http {
+            return Self::Io(e);
+        }
+        match e
+            .into_inner()
+            .map(|inner| inner.downcast::<reqwest::Error>())
+        {
+            Some(Ok(http)) => (*http).into(),
+            Some(Err(other)) => Self::Io(std::io::Error::other(other)),
+            None => Self::Protocol("a download body failed without a cause".into()),
+        }
+    }
+}
+
 impl From<EnvdError> for FilesystemError {
     fn from(e: EnvdError) -> Self {
         match e {
             EnvdError::NotFound { message } => Self::NotFound { message },
-            EnvdError::InvalidArgument { message } if message.contains("is a directory") => {
-                Self::IsDirectory { message }
-            }
+            EnvdError::IsDirectory { message } => Self::IsDirectory { message },
             EnvdError::InvalidArgument { message } => Self::InvalidArgument { message },
             EnvdError::PermissionDenied { message } => Self::PermissionDenied { message },
             EnvdError::AlreadyExists { message } => Self::AlreadyExists { message },
@@ -138,7 +162,10 @@ impl From<reqwest::Error> for FilesystemError {
             msg.push_str(&s.to_string());
             src = s.source();
         }
-        Self::Transport(msg)
+        Self::Transport {
+            message: msg,
+            source: e,
+        }
     }
 }
 

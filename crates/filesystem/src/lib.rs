@@ -90,6 +90,17 @@ impl Filesystem {
 
     /// Downloads a file as a stream of chunks (`GET /files`). Nothing is buffered beyond the
     /// chunk in flight.
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached; `Io` for a local file error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is changed by an unfinished call. A partly written local file is left
+    /// as it is.
     pub async fn read_stream(&self, path: &str) -> Result<ByteStream> {
         let mut query = vec![(files_query::PATH, path.to_string())];
         query.extend(self.user_query());
@@ -105,6 +116,17 @@ impl Filesystem {
     }
 
     /// Downloads a file into memory.
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached; `Io` for a local file error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is changed by an unfinished call. A partly written local file is left
+    /// as it is.
     pub async fn read(&self, path: &str) -> Result<Bytes> {
         let mut query = vec![(files_query::PATH, path.to_string())];
         query.extend(self.user_query());
@@ -119,6 +141,17 @@ impl Filesystem {
     }
 
     /// Downloads a UTF-8 text file.
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached; `Io` for a local file error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is changed by an unfinished call. A partly written local file is left
+    /// as it is.
     pub async fn read_text(&self, path: &str) -> Result<String> {
         let b = self.read(path).await?;
         String::from_utf8(b.to_vec())
@@ -128,6 +161,17 @@ impl Filesystem {
     /// Downloads a file straight into a local file, streaming (each received chunk is copied
     /// into one of a few recycled 256 KiB buffers, written on a blocking thread). Returns the
     /// bytes written. On a failed download the bytes received so far are left in the file.
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached; `Io` for a local file error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is changed by an unfinished call. A partly written local file is left
+    /// as it is.
     pub async fn read_to_file(&self, path: &str, local: impl AsRef<Path>) -> Result<u64> {
         let mut stream = self.read_stream(path).await?;
         let file = std::fs::File::create(local.as_ref())?;
@@ -142,7 +186,7 @@ impl Filesystem {
                     }
                 }
                 Err(e) => {
-                    failure = Some(FilesystemError::Transport(e.to_string()));
+                    failure = Some(FilesystemError::from_body(e));
                     break;
                 }
             }
@@ -158,11 +202,35 @@ impl Filesystem {
     // Writing
 
     /// Writes a file (creating its parents), replacing any existing content.
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached; `NotEnoughSpace` when the sandbox disk is
+    /// full; `Io` when a local file cannot be read.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped during the upload, the file in the sandbox may be missing, partly
+    /// written or complete; write it again.
     pub async fn write(&self, path: &str, data: impl Into<Bytes>) -> Result<WriteInfo> {
         self.write_with(path, data, &WriteOptions::default()).await
     }
 
     /// Writes a file with options (gzip on the wire, metadata).
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached; `NotEnoughSpace` when the sandbox disk is
+    /// full; `Io` when a local file cannot be read.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped during the upload, the file in the sandbox may be missing, partly
+    /// written or complete; write it again.
     pub async fn write_with(
         &self,
         path: &str,
@@ -177,6 +245,18 @@ impl Filesystem {
     }
 
     /// Writes a file from a stream, never holding it whole in memory.
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached; `NotEnoughSpace` when the sandbox disk is
+    /// full; `Io` when a local file cannot be read.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped during the upload, the file in the sandbox may be missing, partly
+    /// written or complete; write it again.
     pub async fn write_stream<S>(
         &self,
         path: &str,
@@ -194,6 +274,18 @@ impl Filesystem {
     }
 
     /// Uploads a local file, streamed from disk.
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached; `NotEnoughSpace` when the sandbox disk is
+    /// full; `Io` when a local file cannot be read.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped during the upload, the file in the sandbox may be missing, partly
+    /// written or complete; write it again.
     pub async fn write_from_file(
         &self,
         path: &str,
@@ -208,6 +300,18 @@ impl Filesystem {
     }
 
     /// Writes several files in one request (multipart), in order.
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached; `NotEnoughSpace` when the sandbox disk is
+    /// full; `Io` when a local file cannot be read.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped during the upload, the file in the sandbox may be missing, partly
+    /// written or complete; write it again.
     pub async fn write_files(&self, files: Vec<WriteEntry>) -> Result<Vec<WriteInfo>> {
         self.write_files_with(files, &WriteOptions::default()).await
     }
@@ -215,6 +319,18 @@ impl Filesystem {
     /// Writes several files with options. One file goes as a raw octet-stream body when envd
     /// supports it (≥ 0.5.7), else as multipart; several files go as one multipart request,
     /// or, with gzip, as one octet-stream request each.
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached; `NotEnoughSpace` when the sandbox disk is
+    /// full; `Io` when a local file cannot be read.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped during the upload, the file in the sandbox may be missing, partly
+    /// written or complete; write it again.
     pub async fn write_files_with(
         &self,
         files: Vec<WriteEntry>,
@@ -352,6 +468,16 @@ impl Filesystem {
 
     /// Lists a directory down to `depth` levels (1 = its direct entries), lexical depth-first.
     /// Entries envd cannot type (dangling symlinks, devices) are left out, as the E2B SDKs do.
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is changed by an unfinished call.
     pub async fn list(&self, path: &str, depth: u32) -> Result<Vec<EntryInfo>> {
         if depth < 1 {
             return Err(FilesystemError::InvalidArgument {
@@ -375,6 +501,16 @@ impl Filesystem {
     }
 
     /// Whether a path exists.
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is changed by an unfinished call.
     pub async fn exists(&self, path: &str) -> Result<bool> {
         match self.get_info(path).await {
             Ok(_) => Ok(true),
@@ -384,6 +520,16 @@ impl Filesystem {
     }
 
     /// Information about a path (`Stat`).
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is changed by an unfinished call.
     pub async fn get_info(&self, path: &str) -> Result<EntryInfo> {
         let req = self.conn.request(
             pb::StatRequest {
@@ -398,6 +544,17 @@ impl Filesystem {
     }
 
     /// Creates a directory and its parents. `Ok(false)` if it already exists.
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached; `AlreadyExists` where the target exists.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn make_dir(&self, path: &str) -> Result<bool> {
         let req = self.conn.request(
             pb::MakeDirRequest {
@@ -413,6 +570,17 @@ impl Filesystem {
     }
 
     /// Renames (moves) a file or directory, creating the destination's parents.
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached; `AlreadyExists` where the target exists.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn rename(&self, old_path: &str, new_path: &str) -> Result<EntryInfo> {
         let msg = pb::MoveRequest {
             source: old_path.to_string(),
@@ -426,6 +594,17 @@ impl Filesystem {
     }
 
     /// Removes a file or a directory tree. Removing a missing path succeeds.
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached; `AlreadyExists` where the target exists.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the request was sent, envd may or may not have applied it;
+    /// check before retrying.
     pub async fn remove(&self, path: &str) -> Result<()> {
         let req = self.conn.request(
             pb::RemoveRequest {
@@ -440,6 +619,18 @@ impl Filesystem {
     /// Watches a directory. Returns once envd is watching, so every change made after this
     /// returns is reported. The handle is a stream of events; drop it (or call
     /// [`WatchHandle::stop`]) to stop.
+    ///
+    /// # Errors
+    ///
+    /// [`FilesystemError`]: `NotFound`, `PermissionDenied`, `IsDirectory`,
+    /// `InvalidArgument`, `Authentication`, `UnsupportedFeature` (checked before anything is sent),
+    /// `Transport`/`Envd` when envd cannot be reached; `UnsupportedFeature` for options the
+    /// sandbox's envd lacks.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is changed by an unfinished call. A watcher started by envd ends when
+    /// the stream is dropped.
     pub async fn watch_dir(&self, path: &str, opts: &WatchOptions) -> Result<WatchHandle> {
         if opts.recursive {
             self.conn.require(Feature::RecursiveWatch)?;
