@@ -280,33 +280,36 @@ async fn run_isolated(args: EnvdArgs) -> Result<(), EnvdError> {
 /// Inside the sandbox: the daemon listens on the sandbox's own loopback (port 49983, as in an
 /// E2B sandbox) and serves the socket the supervisor bound on the host.
 async fn run_in_sandbox(args: EnvdArgs, fd: i32) -> Result<(), EnvdError> {
-    use axum::serve::ListenerExt as _;
     use std::os::fd::FromRawFd as _;
     let mut config = args.to_config();
-    let own_net = args.network != "host";
-    config.bind = SocketAddr::from(([127, 0, 0, 1], if own_net { DEFAULT_PORT } else { 0 }));
     if config.default_user.is_none() {
         config.default_user = Some("user".into());
     }
-    let handle = Envd::start(config).await?;
     // SAFETY: the supervisor passed this listening socket under this number for us alone.
     let std_listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
     std_listener.set_nonblocking(true)?;
-    let listener = tokio::net::TcpListener::from_std(std_listener)?.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let service = tower::make::Shared::new(handle.local_service());
+    let mut listeners = vec![tokio::net::TcpListener::from_std(std_listener)?];
+    if args.network != "host" {
+        // Inside its own network namespace the daemon also answers on the sandbox's loopback
+        // at envd's port, as in an E2B sandbox.
+        let inner = SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT));
+        listeners.push(
+            tokio::net::TcpListener::bind(inner)
+                .await
+                .map_err(|source| EnvdError::Bind {
+                    addr: inner,
+                    source,
+                })?,
+        );
+    }
+    // The same server as on the host: Host/Origin guard, connection limits and timeouts apply.
+    let handle = Envd::start_on(listeners, config).await?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let shutdown = async move {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    };
-    let served = axum::serve(listener, service)
-        .with_graceful_shutdown(shutdown)
-        .await;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
     tracing::info!("shutting down");
     handle.shutdown().await;
-    served.map_err(EnvdError::Io)
+    Ok(())
 }

@@ -400,6 +400,40 @@ impl Envd {
     /// Binds the listener and starts serving in the background (on the current tokio runtime).
     /// Returns once the port is bound, so [`EnvdHandle::url`] is immediately usable.
     pub async fn start(config: EnvdConfig) -> Result<EnvdHandle, EnvdError> {
+        let listener = tokio::net::TcpListener::bind(config.bind)
+            .await
+            .map_err(|source| EnvdError::Bind {
+                addr: config.bind,
+                source,
+            })?;
+        Self::start_on(vec![listener], config).await
+    }
+
+    /// Serves already bound listeners (for example one inherited from a supervisor plus the
+    /// sandbox's own loopback, as the daemon inside an isolated sandbox does) with every check
+    /// and limit [`Envd::start`] applies, as one daemon (one process table). [`EnvdConfig::bind`]
+    /// is replaced by the first listener's address, which the token rule and the `Host` check
+    /// then use; each listener has its own connection cap.
+    ///
+    /// # Errors
+    ///
+    /// [`EnvdError::Config`] for an invalid configuration (no listener, a zero limit, a
+    /// listener on a non-loopback address without a token and without `insecure_no_token`),
+    /// [`EnvdError::Io`] when a listener's address cannot be read.
+    pub async fn start_on(
+        listeners: Vec<tokio::net::TcpListener>,
+        mut config: EnvdConfig,
+    ) -> Result<EnvdHandle, EnvdError> {
+        let Some(first) = listeners.first() else {
+            return Err(EnvdError::Config("no listener to serve".into()));
+        };
+        config.bind = first.local_addr()?;
+        for listener in &listeners[1..] {
+            let addr = listener.local_addr()?;
+            if !addr.ip().is_loopback() && config.bind.ip().is_loopback() {
+                config.bind = addr;
+            }
+        }
         if config.max_message_bytes == 0 {
             return Err(EnvdError::Config(
                 "max_message_bytes must be greater than 0".into(),
@@ -487,16 +521,23 @@ impl Envd {
             },
         ));
 
-        let listener = tokio::net::TcpListener::bind(config.bind)
-            .await
-            .map_err(|source| EnvdError::Bind {
-                addr: config.bind,
-                source,
-            })?;
-        let local_addr = listener.local_addr()?;
+        let local_addr = config.bind;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let limits = ConnLimits::from_config(&config);
-        let server = tokio::spawn(serve(listener, network_router, limits, shutdown_rx));
+        let loops: Vec<_> = listeners
+            .into_iter()
+            .map(|listener| {
+                serve(
+                    listener,
+                    network_router.clone(),
+                    limits,
+                    shutdown_rx.clone(),
+                )
+            })
+            .collect();
+        let server = tokio::spawn(async move {
+            futures::future::join_all(loops).await;
+        });
         tracing::info!(%local_addr, "envd listening");
         Ok(EnvdHandle {
             local_addr,

@@ -532,3 +532,43 @@ fn e2b_isolation_probe() -> bool {
         .iter()
         .any(|p| std::path::Path::new(p).exists())
 }
+
+/// Sends one raw HTTP/1.1 request to the sandbox's port and returns the status code.
+fn raw_status(url: &str, headers: &str) -> u16 {
+    use std::io::{Read as _, Write as _};
+    let addr = url.trim_start_matches("http://");
+    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        tcp,
+        "GET /health HTTP/1.1\r\n{headers}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    let _ = tcp.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"))
+}
+
+#[tokio::test]
+async fn the_isolated_daemon_keeps_the_browser_guard() {
+    // The daemon inside serves the supervisor's socket through the same server as on the host:
+    // a page's Origin and a rebound Host are refused there too.
+    let sbx = Sandbox::start(&[]);
+    let host = sbx.url.trim_start_matches("http://").to_string();
+    assert_eq!(raw_status(&sbx.url, &format!("Host: {host}\r\n")), 204);
+    assert_eq!(
+        raw_status(
+            &sbx.url,
+            &format!("Host: {host}\r\nOrigin: https://evil.example\r\n")
+        ),
+        403
+    );
+    assert_eq!(
+        raw_status(&sbx.url, "Host: attacker.example:49983\r\n"),
+        403
+    );
+}
