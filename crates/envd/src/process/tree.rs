@@ -83,7 +83,27 @@ fn purge(dir: &Path) {
     }
 }
 
-/// Removes base cgroups left by daemons that died (their pid is gone).
+/// Whether a cgroup's subtree holds no process (`populated 0` in `cgroup.events`).
+fn unpopulated(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.events"))
+        .map(|s| s.lines().any(|l| l.trim() == "populated 0"))
+        .unwrap_or(false)
+}
+
+/// Removes a cgroup and its children, without killing anything (fails on a populated one).
+fn remove_tree(dir: &Path) {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                remove_tree(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// Removes empty base cgroups left by daemons that died (their pid is gone). Populated ones are
+/// left alone: the pid may belong to another PID namespace sharing this cgroup.
 fn clean_stale(parent: &Path) {
     let Ok(rd) = std::fs::read_dir(parent) else {
         return;
@@ -96,8 +116,8 @@ fn clean_stale(parent: &Path) {
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
             continue;
         };
-        if pid != std::process::id() as i32 && !pid_alive(pid) {
-            purge(&e.path());
+        if pid != std::process::id() as i32 && !pid_alive(pid) && unpopulated(&e.path()) {
+            remove_tree(&e.path());
         }
     }
 }
