@@ -41,6 +41,16 @@ pub struct SandboxArgs {
     /// Access token of the envd at --sandbox.
     #[arg(long, env = "E2B_ACCESS_TOKEN", hide_env_values = true)]
     pub access_token: Option<String>,
+    /// The embedded local sandbox: `on` runs it isolated (this binary as `e2b envd --isolate
+    /// --network none`: its own namespaces, root filesystem and limits, see
+    /// docs/isolation.md; Linux, root), `none` runs commands on this machine.
+    #[arg(
+        long,
+        value_name = "on|none",
+        default_value = "none",
+        env = "E2B_ISOLATION"
+    )]
+    pub isolation: String,
 }
 
 /// `e2b run`.
