@@ -54,6 +54,16 @@ pub struct SandboxArgs {
     /// E2B_API_URL); it is resumed if paused and keeps running afterwards.
     #[arg(long, value_name = "ID")]
     pub sandbox_id: Option<String>,
+    /// The embedded local sandbox: `on` runs it isolated (this binary as `e2b envd --isolate
+    /// --network none`: its own namespaces, root filesystem and limits, see
+    /// docs/isolation.md; Linux, root), `none` runs commands on this machine.
+    #[arg(
+        long,
+        value_name = "on|none",
+        default_value = "none",
+        env = "E2B_ISOLATION"
+    )]
+    pub isolation: String,
 }
 
 /// `e2b run`.

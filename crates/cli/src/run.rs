@@ -21,6 +21,25 @@ pub enum CliError {
     /// The ACP bridge failed.
     #[error("acp: {0}")]
     Acp(#[from] e2b_acp::AcpError),
+    /// `--isolation on` could not start the isolated sandbox.
+    #[error("isolation: {0} (use --isolation none to run without isolation)")]
+    Isolation(String),
+}
+
+/// Isolated daemons started by `--isolation on`; each dies with this process (parent-death
+/// signal) and takes its sandbox along.
+static ISOLATED: std::sync::Mutex<Vec<std::process::Child>> = std::sync::Mutex::new(Vec::new());
+
+fn start_isolated_envd() -> Result<String, CliError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::Isolation(format!("find the e2b binary: {e}")))?;
+    let extra = ["--network".to_string(), "none".to_string()];
+    let (url, child) = e2b_envd::EnvdArgs::spawn_isolated(&exe, &["envd"], &extra)
+        .map_err(|e| CliError::Isolation(e.to_string()))?;
+    if let Ok(mut all) = ISOLATED.lock() {
+        all.push(child);
+    }
+    Ok(url)
 }
 
 /// Opens the sandbox the flags name: an existing sandbox of E2B's API at `--sandbox-id`, an
@@ -36,6 +55,16 @@ pub async fn open_sandbox(args: &SandboxArgs) -> Result<Sandbox, CliError> {
                 endpoint = endpoint.access_token(token.clone());
             }
             Sandbox::connect(endpoint).await?
+        }
+        None if args.isolation == "on" => {
+            let url = start_isolated_envd()?;
+            Sandbox::connect(EnvdEndpoint::new(url)).await?
+        }
+        None if args.isolation != "none" => {
+            return Err(CliError::Isolation(format!(
+                "unknown --isolation {:?}: expected on or none",
+                args.isolation
+            )));
         }
         None => Sandbox::local().await?,
     })

@@ -105,6 +105,59 @@ impl EnvdArgs {
         e2b_isolation::run_if_child();
     }
 
+    /// Starts `program [prefix…] --isolate --port 0 [extra…]` (this daemon, isolated, as a
+    /// child process bound to a free loopback port) and returns its URL and the child. The
+    /// child gets SIGKILL when the calling thread exits (parent-death signal), which takes its
+    /// sandbox along; stop it earlier with SIGTERM. Blocking; needs root (see
+    /// docs/isolation.md).
+    ///
+    /// # Errors
+    ///
+    /// [`EnvdError::Io`] when the child cannot start or prints no URL (its stderr, inherited,
+    /// says why).
+    pub fn spawn_isolated(
+        program: &std::path::Path,
+        prefix: &[&str],
+        extra: &[String],
+    ) -> Result<(String, std::process::Child), EnvdError> {
+        use std::io::BufRead as _;
+        use std::os::unix::process::CommandExt as _;
+        let mut cmd = std::process::Command::new(program);
+        cmd.args(prefix)
+            .args(["--isolate", "--port", "0", "--bind", "127.0.0.1"])
+            .args(extra)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit());
+        // SAFETY: prctl is async-signal-safe and the closure allocates nothing.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                );
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn()?;
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            let _ = std::io::BufReader::new(out).read_line(&mut line);
+        }
+        let url = line.trim().to_string();
+        if !url.starts_with("http://") {
+            let _ = child.kill();
+            let status = child.wait()?;
+            return Err(isolation_error(format!(
+                "the isolated daemon did not start ({status}); see its messages above"
+            )));
+        }
+        Ok((url, child))
+    }
+
     /// The daemon configuration these flags describe.
     pub fn to_config(&self) -> EnvdConfig {
         EnvdConfig {
