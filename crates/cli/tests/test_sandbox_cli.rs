@@ -1,0 +1,212 @@
+//! `e2b sandbox ...`, `e2b run --sandbox-id` and `e2b files ...` as a user runs them: the real
+//! `e2b` binary against a real `e2b serve` on ephemeral loopback ports.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::BufRead as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_e2b");
+const KEY: &str = "e2b_0123456789abcdef0123";
+
+struct Serve {
+    child: Child,
+    state: PathBuf,
+    api_url: String,
+    edge_url: String,
+}
+
+impl Serve {
+    fn start(name: &str) -> Serve {
+        let state =
+            std::env::temp_dir().join(format!("e2b-cli-test-serve-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&state).unwrap();
+        let mut child = Command::new(BIN)
+            .args([
+                "serve",
+                "--api-port",
+                "0",
+                "--edge-port",
+                "0",
+                "--api-key",
+                KEY,
+            ])
+            .arg("--state-dir")
+            .arg(&state)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn e2b serve");
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let (mut api_url, mut edge_url) = (None, None);
+        while api_url.is_none() || edge_url.is_none() {
+            let line = lines.next().expect("e2b serve printed its URLs").unwrap();
+            if let Some(u) = line.strip_prefix("export E2B_API_URL=") {
+                api_url = Some(u.to_owned());
+            }
+            if let Some(u) = line.strip_prefix("export E2B_SANDBOX_URL=") {
+                edge_url = Some(u.to_owned());
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+        Serve {
+            child,
+            state,
+            api_url: api_url.unwrap(),
+            edge_url: edge_url.unwrap(),
+        }
+    }
+
+    fn e2b(&self, args: &[&str]) -> Output {
+        self.e2b_with_key(KEY, args)
+    }
+
+    fn e2b_with_key(&self, key: &str, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .args(args)
+            .env("E2B_API_URL", &self.api_url)
+            .env("E2B_SANDBOX_URL", &self.edge_url)
+            .env("E2B_API_KEY", key)
+            .env_remove("E2B_DEBUG")
+            .env_remove("E2B_ACCESS_TOKEN")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run e2b")
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: signalling our own child process.
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for _ in 0..50 {
+            if std::fs::remove_dir_all(&self.state).is_ok() || !self.state.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn sandbox_commands_run_and_files_against_e2b_serve() {
+    let serve = Serve::start("lifecycle");
+    let tag = format!("cli{}", std::process::id());
+    let meta = format!("t={tag}");
+
+    let created: Value = serde_json::from_str(&ok(
+        &serve.e2b(&["sandbox", "create", "--json", "-m", &meta])
+    ))
+    .unwrap();
+    let id = created["sandboxID"].as_str().unwrap().to_owned();
+
+    let listed: Value =
+        serde_json::from_str(&ok(&serve.e2b(&["sbx", "ls", "-m", &meta, "--json"]))).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let table = ok(&serve.e2b(&["sandbox", "list", "-m", &meta]));
+    assert!(table.starts_with("Sandbox ID"), "{table}");
+    assert!(table.contains(&id) && table.contains("Running"), "{table}");
+    let info = ok(&serve.e2b(&["sandbox", "info", &id]));
+    assert!(info.contains("State") && info.contains("Running"), "{info}");
+
+    // Work in the existing sandbox; it keeps running afterwards.
+    let out = ok(&serve.e2b(&["run", "--sandbox-id", &id, "--", "echo in the sandbox"]));
+    assert_eq!(out, "in the sandbox\n");
+    assert!(ok(&serve.e2b(&["sandbox", "info", &id])).contains("Running"));
+
+    // Files: put, ls, get round trip, with plain progress lines (no terminal here).
+    let dir = serve.state.join("cli-files");
+    std::fs::create_dir_all(&dir).unwrap();
+    let local = dir.join("up.bin");
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&local, &data).unwrap();
+    let remote = format!("/tmp/e2b-cli-test-{tag}.bin");
+    let put = serve.e2b(&[
+        "files",
+        "--sandbox-id",
+        &id,
+        "put",
+        local.to_str().unwrap(),
+        &remote,
+    ]);
+    ok(&put);
+    assert!(stderr(&put).contains("300000 bytes in"), "{}", stderr(&put));
+    let ls = ok(&serve.e2b(&["files", "--sandbox-id", &id, "ls", "/tmp"]));
+    assert!(ls.contains(&format!("e2b-cli-test-{tag}.bin")), "{ls}");
+    let back = dir.join("down.bin");
+    let get = serve.e2b(&[
+        "files",
+        "--sandbox-id",
+        &id,
+        "get",
+        &remote,
+        back.to_str().unwrap(),
+    ]);
+    ok(&get);
+    assert_eq!(std::fs::read(&back).unwrap(), data);
+    let _ = std::fs::remove_file(&remote);
+
+    ok(&serve.e2b(&["sandbox", "timeout", &id, "200"]));
+    assert!(ok(&serve.e2b(&["sandbox", "pause", &id])).contains("has been paused"));
+    assert!(ok(&serve.e2b(&["sandbox", "pause", &id])).contains("is already paused"));
+    assert!(ok(&serve.e2b(&["sandbox", "info", &id])).contains("Paused"));
+    assert!(ok(&serve.e2b(&["sandbox", "resume", &id])).contains("has been resumed"));
+    let conn = ok(&serve.e2b(&["sandbox", "connect", &id]));
+    assert!(conn.contains(&format!("E2B_SANDBOX_ID={id}")), "{conn}");
+    assert!(ok(&serve.e2b(&["sandbox", "kill", &id])).contains("has been killed"));
+
+    let gone = serve.e2b(&["sandbox", "info", &id]);
+    assert!(!gone.status.success());
+    assert!(stderr(&gone).contains("wasn't found"), "{}", stderr(&gone));
+    let none = ok(&serve.e2b(&["sandbox", "list", "-m", &meta]));
+    assert!(none.contains("No sandboxes found"), "{none}");
+}
+
+#[test]
+fn a_wrong_key_and_bad_arguments_fail_with_advice() {
+    let serve = Serve::start("errors");
+    let out = serve.e2b_with_key("e2b_ffff", &["sandbox", "list"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("401") && err.contains("E2B_API_KEY"), "{err}");
+    let out = serve.e2b_with_key("not-a-key", &["sandbox", "list"]);
+    assert!(
+        stderr(&out).contains("does not look like an E2B key"),
+        "{}",
+        stderr(&out)
+    );
+    let out = serve.e2b(&["sandbox", "list", "-s", "sleeping"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("running, paused"), "{}", stderr(&out));
+    let out = serve.e2b(&["sandbox", "kill"]);
+    assert!(stderr(&out).contains("--all"), "{}", stderr(&out));
+}
