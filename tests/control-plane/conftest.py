@@ -110,24 +110,24 @@ def validate_api_responses(serve, contract, monkeypatch):
             contract.check(request.method, request.url.path, response.status_code, body)
             checked.append((request.method, request.url.path, response.status_code))
 
-    sync_handle = httpx.HTTPTransport.handle_request
+    # The SDK's API client is an httpx client (over its own pyqwest transport): check at
+    # Client.send, whatever the transport.
+    sync_send = httpx.Client.send
 
-    def handle_request(self, request):
-        response = sync_handle(self, request)
+    def send(self, request, *args, **kwargs):
+        response = sync_send(self, request, *args, **kwargs)
         if str(request.url).startswith(api):
-            body = response.read()
-            check(request, response, body)
+            check(request, response, response.read())
         return response
 
-    async_handle = httpx.AsyncHTTPTransport.handle_async_request
+    async_send = httpx.AsyncClient.send
 
-    async def handle_async_request(self, request):
-        response = await async_handle(self, request)
+    async def asend(self, request, *args, **kwargs):
+        response = await async_send(self, request, *args, **kwargs)
         if str(request.url).startswith(api):
-            body = await response.aread()
-            check(request, response, body)
+            check(request, response, await response.aread())
         return response
 
-    monkeypatch.setattr(httpx.HTTPTransport, "handle_request", handle_request)
-    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", handle_async_request)
+    monkeypatch.setattr(httpx.Client, "send", send)
+    monkeypatch.setattr(httpx.AsyncClient, "send", asend)
     yield checked

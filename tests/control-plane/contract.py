@@ -45,11 +45,16 @@ class Contract:
         ("POST", "/v2/sandboxes/{id}/connect"): "/sandboxes/{id}/connect",
     }
 
+    # Error statuses the pinned SDK's generated client documents for those newer endpoints.
+    NEWER_ERRORS = {400, 401, 403, 404, 409, 422, 429, 500, 503, 504}
+
     def _schema_for(self, method: str, path: str, status: int):
         for (m, newer), older in self.NEWER.items():
             found = re.match("^" + newer.replace("{id}", "([^/]+)") + "$", path)
             documented = method.lower() in self.spec["paths"].get(newer.replace("{id}", "{sandboxID}"), {})
             if m == method.upper() and found and not documented:
+                if status in self.NEWER_ERRORS:
+                    return newer, {"$ref": "#/components/schemas/Error"}
                 path = older.replace("{id}", found.group(1)) if found.groups() else older
                 break
         for template, item in self.spec["paths"].items():
