@@ -27,6 +27,7 @@ import httpx2
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("E2B_EXEC_SERVER_BIN") or str(REPO / "target" / "release" / "e2b-exec-server")
@@ -178,7 +179,7 @@ async def main() -> None:
                     break
             except Exception:
                 time.sleep(0.05)
-        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=None)) as http, streamable_http_client(
+        async with create_mcp_http_client() as http, streamable_http_client(
             f"http://127.0.0.1:{port}/mcp", http_client=http
         ) as (r, w), ClientSession(r, w) as s:
             await s.initialize()

@@ -23,6 +23,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_USER = "e2bmcp"
@@ -166,9 +167,9 @@ async def open_session(
         else:
             if server is None:
                 server = stack.enter_context(http_server([*(args or []), *(["--json-response"] if kind == "http-json" else [])], env))
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=headers or {}, timeout=httpx2.Timeout(30, read=None))
-            )
+            # The SDK's own client and timeouts (30 s, read 300 s): the server must fit the
+            # stock client's defaults, so none is lifted here.
+            http = await stack.enter_async_context(create_mcp_http_client(headers=headers or {}))
             read, write = await stack.enter_async_context(
                 streamable_http_client(server.url, http_client=http)
             )
