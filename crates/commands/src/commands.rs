@@ -14,13 +14,14 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 use crate::error::CommandError;
-use crate::handle::{Attach, CommandHandle, ProcessEvents};
+use crate::handle::{Attach, CommandHandle};
 use crate::options::{
     CommandLine, CommandOptions, ConnectOptions, DEFAULT_COMMAND_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
     ProcessInfo, ProcessSelector, PtySize, Signal,
 };
 use crate::output::CommandOutput;
 use crate::rpc::ProcessRpc;
+use crate::state::ProcessEvents;
 use crate::stdin::StdinWriter;
 
 /// envd's server-streaming Process RPCs, read with `EnvdConnection::server_streaming` (no copy

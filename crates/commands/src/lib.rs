@@ -7,7 +7,9 @@ mod error;
 mod handle;
 mod options;
 mod output;
+mod pump;
 mod rpc;
+mod state;
 mod stdin;
 
 pub use commands::Commands;

@@ -27,7 +27,7 @@ const STREAM_QUEUE: usize = 16;
 /// client-streaming `StreamInput` RPC, kept open between writes.
 ///
 /// Get one with [`CommandHandle::stdin_writer`](crate::CommandHandle::stdin_writer) or
-/// [`Commands::stdin_writer`]. Cheap to clone; clones share the stream, and writes (from any
+/// [`Commands::stdin_writer`](crate::Commands::stdin_writer). Cheap to clone; clones share the stream, and writes (from any
 /// clone) reach the process in the order the `write` calls complete.
 ///
 /// - [`write`](Self::write) returns once the data is queued on the stream, without waiting
@@ -41,9 +41,9 @@ const STREAM_QUEUE: usize = 16;
 /// - Dropping every clone ends the stream gracefully: queued data is still delivered.
 ///
 /// Falls back to one unary `SendInput` per write (the same as
-/// [`Commands::send_stdin`]) where a stream cannot be used: on the gRPC-Web transport
+/// [`Commands::send_stdin`](crate::Commands::send_stdin)) where a stream cannot be used: on the gRPC-Web transport
 /// (HTTP/1.1, where a long-lived request body is not reliable through proxies) and when envd
-/// answers `StreamInput` with `Unimplemented`. Support is probed once per [`Commands`], on the
+/// answers `StreamInput` with `Unimplemented`. Support is probed once per [`Commands`](crate::Commands), on the
 /// first write, with a stream that carries only the start message; nothing is lost by the
 /// fallback. [`is_streaming`](Self::is_streaming) tells which path is used.
 ///

@@ -1,65 +1,21 @@
-//! The connection: one tonic channel over the chosen transport, plus envd's headers.
+//! The connection: one channel (see [`channel`](crate::channel)) plus envd's headers and an HTTP
+//! client for the REST routes.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use e2b_envd_version::{EnvdVersion, Feature};
 use http::{HeaderName, HeaderValue, Request, Response};
-use hyper_util::client::legacy::Client as HyperClient;
-use hyper_util::rt::TokioExecutor;
 use tonic::body::Body;
 use tonic::metadata::{AsciiMetadataValue, MetadataKey};
 use tower::util::BoxCloneSyncService;
-use tower::{BoxError, ServiceBuilder, ServiceExt as _};
+use tower::{BoxError, ServiceBuilder};
 
 use crate::call::{CallOptions, basic_auth_value, headers};
+use crate::channel::{self, EnvdChannel, FilesystemClient, ProcessClient};
 use crate::endpoint::{EnvdEndpoint, Transport};
 use crate::error::EnvdError;
 use crate::stream::ServerStream;
-
-/// The channel every generated client runs on, whatever the transport.
-///
-/// Its error is the concrete [`ChannelError`] rather than a bare `Box<dyn Error>`: with a boxed
-/// trait object the generated clients' futures cannot be proven `Send` (rustc's higher-ranked
-/// `From` check), so they could not be spawned.
-pub type EnvdChannel = BoxCloneSyncService<Request<Body>, Response<Body>, ChannelError>;
-
-/// A failure below the RPC layer (connect, TLS, HTTP). Its source chain holds the cause, which
-/// tonic inspects to pick the status code.
-#[derive(Debug)]
-pub struct ChannelError(BoxError);
-
-impl ChannelError {
-    fn new(e: impl Into<BoxError>) -> Self {
-        Self(e.into())
-    }
-}
-
-impl std::fmt::Display for ChannelError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(&self.0, f)
-    }
-}
-
-impl std::error::Error for ChannelError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&*self.0)
-    }
-}
-
-/// envd's Process service client on an [`EnvdChannel`].
-pub type ProcessClient = e2b_envd_proto::process::process_client::ProcessClient<EnvdChannel>;
-
-/// envd's Filesystem service client on an [`EnvdChannel`].
-pub type FilesystemClient =
-    e2b_envd_proto::filesystem::filesystem_client::FilesystemClient<EnvdChannel>;
-
-/// HTTP/2 frame size the h2c transport accepts.
-const H2_MAX_FRAME_SIZE: u32 = 1 << 20;
-/// Per-stream flow-control window of the h2c transport.
-const H2_STREAM_WINDOW: u32 = 4 << 20;
-/// Connection flow-control window of the h2c transport (shared by concurrent streams).
-const H2_CONNECTION_WINDOW: u32 = 16 << 20;
 
 const USER_AGENT: &str = concat!("e2b-rust/", env!("CARGO_PKG_VERSION"));
 
@@ -97,8 +53,8 @@ impl EnvdConnection {
     pub fn new(endpoint: EnvdEndpoint) -> Result<Self, EnvdError> {
         let transport = endpoint.resolved_transport();
         let raw = match transport {
-            Transport::GrpcWeb => grpc_web_channel(&endpoint)?,
-            _ => h2c_channel(&endpoint)?,
+            Transport::GrpcWeb => channel::grpc_web(&endpoint)?,
+            _ => channel::h2c(&endpoint)?,
         };
         Self::build(endpoint, transport, raw)
     }
@@ -117,10 +73,7 @@ impl EnvdConnection {
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        let channel = service
-            .map_response(|resp: Response<B>| resp.map(Body::new))
-            .map_err(ChannelError::new);
-        Self::build(endpoint, Transport::Grpc, BoxCloneSyncService::new(channel))
+        Self::build(endpoint, Transport::Grpc, channel::from_service(service))
     }
 
     fn build(
@@ -344,94 +297,4 @@ fn static_headers(endpoint: &EnvdEndpoint) -> Result<http::HeaderMap, EnvdError>
         );
     }
     Ok(out)
-}
-
-fn parse_uri(url: &str) -> Result<http::Uri, EnvdError> {
-    let uri: http::Uri = url
-        .parse()
-        .map_err(|e| EnvdError::InvalidEndpoint(format!("'{url}' is not a URL: {e}")))?;
-    match uri.scheme_str() {
-        Some("http" | "https") => Ok(uri),
-        _ => Err(EnvdError::InvalidEndpoint(format!(
-            "'{url}' must start with http:// or https://"
-        ))),
-    }
-}
-
-fn h2c_channel(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
-    let uri = parse_uri(&endpoint.url)?;
-    if uri.scheme_str() == Some("https") {
-        return Err(EnvdError::InvalidEndpoint(format!(
-            "'{}': the gRPC (h2c) transport is plaintext only; use Transport::GrpcWeb for https",
-            endpoint.url
-        )));
-    }
-    let channel = tonic::transport::Endpoint::from(uri)
-        .connect_timeout(endpoint.connect_timeout)
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(30))
-        .keep_alive_while_idle(true)
-        // Output streams are bulk transfers: bigger frames and windows than h2's 16 KiB / 64 KiB
-        // defaults let one stream run at pipe speed (about 3x the default here).
-        .max_frame_size(H2_MAX_FRAME_SIZE)
-        .initial_stream_window_size(H2_STREAM_WINDOW)
-        .initial_connection_window_size(H2_CONNECTION_WINDOW)
-        .connect_lazy();
-    Ok(BoxCloneSyncService::new(channel.map_err(ChannelError::new)))
-}
-
-/// rustls with the public WebPKI roots plus the endpoint's extra roots.
-fn tls_config(endpoint: &EnvdEndpoint) -> Result<rustls::ClientConfig, EnvdError> {
-    let tls_err =
-        |e: &dyn std::fmt::Display| EnvdError::InvalidEndpoint(format!("TLS setup failed: {e}"));
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    for der in &endpoint.extra_root_certificates {
-        roots
-            .add(rustls::pki_types::CertificateDer::from(der.clone()))
-            .map_err(|e| tls_err(&format!("extra root certificate rejected: {e}")))?;
-    }
-    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| tls_err(&e))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(config)
-}
-
-fn grpc_web_channel(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
-    let uri = parse_uri(&endpoint.url)?;
-    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    http.set_connect_timeout(Some(endpoint.connect_timeout));
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls_config(endpoint)?)
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http);
-    let client: HyperClient<_, tonic_web::GrpcWebCall<Body>> =
-        HyperClient::builder(TokioExecutor::new()).build(connector);
-    let svc = ServiceBuilder::new()
-        .map_request(move |mut req: Request<Body>| {
-            // The generated client sends origin-form URIs; give hyper the full one.
-            let path = req
-                .uri()
-                .path_and_query()
-                .map(|p| p.as_str().to_owned())
-                .unwrap_or_default();
-            let mut parts = uri.clone().into_parts();
-            parts.path_and_query = path.parse().ok();
-            if let Ok(full) = http::Uri::from_parts(parts) {
-                *req.uri_mut() = full;
-            }
-            req
-        })
-        .layer(tonic_web::GrpcWebClientLayer::new())
-        .service(client)
-        .map_response(|resp| resp.map(Body::new))
-        .map_err(ChannelError::new);
-    Ok(BoxCloneSyncService::new(svc))
 }

@@ -2,13 +2,15 @@
 #![doc = include_str!("../README.md")]
 
 mod call;
+mod channel;
 mod connection;
 mod endpoint;
 mod error;
 mod stream;
 
 pub use call::{CallOptions, DEFAULT_KEEPALIVE_INTERVAL, basic_auth_value, headers};
-pub use connection::{ChannelError, EnvdChannel, EnvdConnection, FilesystemClient, ProcessClient};
+pub use channel::{ChannelError, EnvdChannel, FilesystemClient, ProcessClient};
+pub use connection::EnvdConnection;
 pub use endpoint::{DEFAULT_ENVD_PORT, EnvdEndpoint, Transport};
 pub use error::{EnvdError, RpcCode};
 pub use stream::{MAX_STREAM_MESSAGE_BYTES, ServerStream};

@@ -24,7 +24,7 @@ use tonic::body::Body;
 use tonic::{Code, Status};
 use tower::ServiceExt as _;
 
-use crate::connection::EnvdChannel;
+use crate::channel::EnvdChannel;
 
 /// Largest message a [`ServerStream`] accepts (envd sends output in chunks of at most 1 MiB).
 pub const MAX_STREAM_MESSAGE_BYTES: usize = 64 << 20;
