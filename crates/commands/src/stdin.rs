@@ -251,11 +251,11 @@ impl StdinWriter {
     }
 
     fn open(&self) -> Result<OpenStream, CommandError> {
-        let (tx, mut rx) = mpsc::channel::<StreamInputRequest>(STREAM_QUEUE);
+        let (tx, rx) = mpsc::channel::<StreamInputRequest>(STREAM_QUEUE);
         // The start message goes first; the channel is empty, so this cannot fail.
         tx.try_send(self.start_message())
             .map_err(|_| CommandError::protocol("the stdin stream's queue refused its start"))?;
-        let body = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        let body = tokio_stream::wrappers::ReceiverStream::new(rx);
         let conn = self.inner.rpc.connection();
         let req = conn.request(body, &stream_call())?;
         let mut client = conn.process();

@@ -102,6 +102,12 @@ impl Filesystem {
     /// Cancel safe: nothing is changed by an unfinished call. A partly written local file is left
     /// as it is.
     pub async fn read_stream(&self, path: &str) -> Result<ByteStream> {
+        let resp = self.get_file(path).await?;
+        Ok(Box::pin(resp.bytes_stream().map_err(std::io::Error::other)))
+    }
+
+    /// `GET /files` of `path` as this filesystem's user, its error statuses mapped.
+    async fn get_file(&self, path: &str) -> Result<reqwest::Response> {
         let mut query = vec![(files_query::PATH, path.to_string())];
         query.extend(self.user_query());
         let resp = self
@@ -111,8 +117,7 @@ impl Filesystem {
             .query(&query)
             .send()
             .await?;
-        let resp = Self::check(resp).await?;
-        Ok(Box::pin(resp.bytes_stream().map_err(std::io::Error::other)))
+        Self::check(resp).await
     }
 
     /// Downloads a file into memory.
@@ -128,16 +133,7 @@ impl Filesystem {
     /// Cancel safe: nothing is changed by an unfinished call. A partly written local file is left
     /// as it is.
     pub async fn read(&self, path: &str) -> Result<Bytes> {
-        let mut query = vec![(files_query::PATH, path.to_string())];
-        query.extend(self.user_query());
-        let resp = self
-            .conn
-            .http()
-            .get(self.files_url())
-            .query(&query)
-            .send()
-            .await?;
-        Ok(Self::check(resp).await?.bytes().await?)
+        Ok(self.get_file(path).await?.bytes().await?)
     }
 
     /// Downloads a UTF-8 text file.
