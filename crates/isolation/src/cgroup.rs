@@ -139,6 +139,16 @@ impl Cgroup {
                 .map_err(|e| limit_err("pids.max", e))?;
             cg.enforced.push("pids");
         }
+        if let Some(c) = &cg.cpu {
+            // A cgroup competes with the tasks next to it as *one* task of weight cpu.shares:
+            // give the sandbox the weight of as many tasks as it may use CPUs, so a busy host
+            // does not starve it below one CPU's share.
+            let n = cpus.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
+            });
+            let shares = (1024.0 * n.max(1.0)) as u64;
+            let _ = write(&c.join("cpu.shares"), &shares.to_string());
+        }
         if let (Some(c), Some(n)) = (&cg.cpu, cpus) {
             let period = 100_000u64;
             let quota = ((n.max(0.01)) * period as f64) as u64;

@@ -12,7 +12,8 @@ use e2b_isolation::{IsolatedSandbox, IsolationError, Network, SandboxSpec};
 fn main() {
     e2b_isolation::run_if_child();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let tests: [(&str, fn()); 5] = [
+    let tests: [(&str, fn()); 6] = [
+        ("seccomp_refuses_keyctl", seccomp_refuses_keyctl),
         (
             "host_descriptors_do_not_leak_in",
             host_descriptors_do_not_leak_in,
@@ -181,5 +182,32 @@ fn host_descriptors_do_not_leak_in() {
         IsolatedSandbox::exit_code(status),
         0,
         "a host descriptor leaked into the sandbox, or a kept one is missing"
+    );
+}
+
+fn seccomp_refuses_keyctl() {
+    // keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0): works without the filter.
+    let py = format!(
+        "import ctypes, sys; libc = ctypes.CDLL(None, use_errno=True); \
+         r = libc.syscall({}, 0, -3, 0); \
+         sys.exit(0 if r == -1 and ctypes.get_errno() == 1 else 1)",
+        libc::SYS_keyctl
+    );
+    assert!(
+        std::path::Path::new("/usr/bin/python3").exists(),
+        "this test needs /usr/bin/python3"
+    );
+    let mut s = IsolatedSandbox::spawn(
+        &spec("seccomp"),
+        Path::new("/usr/bin/python3"),
+        &["python3".into(), "-c".into(), py],
+        &[],
+    )
+    .unwrap();
+    let status = s.wait().unwrap();
+    assert_eq!(
+        IsolatedSandbox::exit_code(status),
+        0,
+        "keyctl was not refused with EPERM inside the sandbox"
     );
 }
