@@ -63,7 +63,7 @@ async fn create_run_and_manage_a_sandbox_through_the_api() {
         .run("echo from the created sandbox", CommandOptions::new())
         .await
         .unwrap();
-    assert_eq!(out.stdout, "from the created sandbox\n");
+    assert_eq!(out.stdout, "from the created sandbox\n", "{out:?}");
 
     api.reply(Reply::json(
         200,
@@ -144,7 +144,7 @@ async fn connect_by_id_reaches_the_same_envd_with_the_returned_token() {
         .run("echo again", CommandOptions::new())
         .await
         .unwrap();
-    assert_eq!(out.stdout, "again\n");
+    assert_eq!(out.stdout, "again\n", "{out:?}");
     assert_eq!(api.recorded()[0].json(), json!({"timeout": 30}));
 
     // Without the token envd refuses: the token really comes from the API's answer.
@@ -252,6 +252,6 @@ async fn the_control_plane_seam_is_backed_by_the_api_client() {
         .run("echo seam", CommandOptions::new())
         .await
         .unwrap();
-    assert_eq!(out.stdout, "seam\n");
+    assert_eq!(out.stdout, "seam\n", "{out:?}");
     api.assert_contract();
 }
