@@ -7,7 +7,10 @@
 ///
 /// The message of [`e2b_serve::ServeError`] when a port cannot be bound or the key stored.
 pub async fn serve(args: e2b_serve::ServeArgs) -> Result<i32, String> {
-    e2b_serve::run_cli(args, &["serve"])
+    // `e2b`'s `main` enters a sandbox before any thread starts (`enter_sandbox_if_child`), so
+    // `e2b serve` can run isolated sandboxes (`--isolation auto` picks them where the machine
+    // supports it).
+    e2b_serve::run_cli_with(args, &["serve"], true)
         .await
         .map_err(|e| e.to_string())
 }

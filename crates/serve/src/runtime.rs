@@ -331,6 +331,21 @@ struct PlainInstance {
     child: tokio::sync::Mutex<Child>,
 }
 
+impl PlainInstance {
+    /// The shim, locked and checked unreaped: while the guard lives its pid cannot be reused,
+    /// so signals to its tree reach only the sandbox.
+    fn alive(&self) -> Result<tokio::sync::MutexGuard<'_, Child>, ServeError> {
+        let mut child = self
+            .child
+            .try_lock()
+            .map_err(|_| ServeError::Control("the sandbox is being stopped".into()))?;
+        match child.try_wait() {
+            Ok(None) if self.pid > 0 => Ok(child),
+            _ => Err(ServeError::Control("the sandbox has no process".into())),
+        }
+    }
+}
+
 #[async_trait]
 impl Instance for PlainInstance {
     fn envd_addr(&self) -> SocketAddr {
@@ -346,23 +361,22 @@ impl Instance for PlainInstance {
     }
 
     fn pause(&self) -> Result<(), ServeError> {
-        if self.pid <= 0 {
-            return Err(ServeError::Control("the sandbox has no process".into()));
-        }
+        let _alive = self.alive()?;
         proctree::stop_tree(self.pid);
         Ok(())
     }
 
     fn resume(&self) -> Result<(), ServeError> {
-        if self.pid <= 0 {
-            return Err(ServeError::Control("the sandbox has no process".into()));
-        }
+        let _alive = self.alive()?;
         proctree::signal_tree(self.pid, Signal::SIGCONT);
         Ok(())
     }
 
     fn usage(&self) -> Usage {
-        let (cpu_seconds, memory_bytes) = proctree::usage(self.pid);
+        let (cpu_seconds, memory_bytes) = match self.alive() {
+            Ok(_alive) => proctree::usage(self.pid),
+            Err(_) => (0.0, 0),
+        };
         Usage {
             cpu_seconds,
             memory_bytes,
@@ -376,11 +390,12 @@ impl Instance for PlainInstance {
             proctree::signal_tree(self.pid, Signal::SIGKILL);
         }
         let mut child = self.child.lock().await;
-        let _ = child.start_kill();
-        let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
-        if self.pid > 0 {
-            // A process forked during the first sweep, when there is no PID namespace.
+        if self.pid > 0 && matches!(child.try_wait(), Ok(None)) {
+            // A process forked during the first sweep, when there is no PID namespace. Only
+            // while the shim is unreaped: once reaped, its pid may name a stranger's process.
             proctree::signal_tree(self.pid, Signal::SIGKILL);
         }
+        let _ = child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
     }
 }

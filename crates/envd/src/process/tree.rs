@@ -184,10 +184,13 @@ impl Tracker {
         static N: AtomicU64 = AtomicU64::new(0);
         let base = own_cgroup_dir().and_then(|parent| {
             clean_stale(&parent);
+            // The pid alone is not unique: daemons in different PID namespaces share it. A
+            // random suffix keeps one daemon's `cgroup.kill` away from another's commands.
             let dir = parent.join(format!(
-                "e2b-envd-{}-{}",
+                "e2b-envd-{}-{}-{}",
                 std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
+                N.fetch_add(1, Ordering::Relaxed),
+                &uuid::Uuid::new_v4().simple().to_string()[..12]
             ));
             match std::fs::create_dir(&dir) {
                 Ok(()) => Some(dir),
@@ -398,6 +401,12 @@ async fn reap_orphans_forever() {
 /// Without a cgroup: every process descending from `root` by parent chain, or in its session
 /// or process group (a `/proc` walk; an escape by `setsid` plus a double fork is not caught).
 pub(crate) fn descendants(root: i32) -> Vec<i32> {
+    if !proc_is_own_pid_namespace() {
+        // The pids in this /proc are another PID namespace's (a daemon started in a fresh PID
+        // namespace without its own /proc mount): our pids name other processes there, so a
+        // walk would signal strangers. Rely on the command's process group and cgroup instead.
+        return Vec::new();
+    }
     let Ok(rd) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -429,4 +438,16 @@ pub(crate) fn descendants(root: i32) -> Vec<i32> {
     found.remove(&root);
     found.remove(&(std::process::id() as i32));
     found.into_iter().collect()
+}
+
+/// Whether the mounted `/proc` shows this process's own PID namespace (`/proc/self` names our
+/// pid). Checked once: a process does not change PID namespace.
+fn proc_is_own_pid_namespace() -> bool {
+    static OWN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OWN.get_or_init(|| {
+        std::fs::read_link("/proc/self")
+            .ok()
+            .and_then(|p| p.to_str().and_then(|s| s.parse::<u32>().ok()))
+            == Some(std::process::id())
+    })
 }
