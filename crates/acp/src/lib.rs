@@ -30,6 +30,10 @@
 //! [`AgentProcess`]: [`LocalProcess`] or, with the default `sandbox` feature, `SandboxProcess`),
 //! [`agent`] (the official client on top) and [`bridge`] (serve ACP on a reader/writer pair).
 
+/// The official ACP crate this one builds on (`agent-client-protocol` 5.x), re-exported so that
+/// callers use the exact version whose types [`AcpAgent`] takes.
+pub use agent_client_protocol;
+
 pub mod error;
 pub mod filter;
 pub mod framing;

@@ -2,8 +2,10 @@
 //! MCP exec tools. The binary is `e2b`; this library holds its argument types and subcommands so
 //! they can be embedded and tested.
 
+mod acp;
 pub mod args;
 mod run;
 
+pub use acp::acp;
 pub use args::{AcpArgs, Cli, Command, RunArgs, SandboxArgs};
-pub use run::{CliError, TIMEOUT_EXIT_CODE, acp, open_sandbox, run};
+pub use run::{CliError, TIMEOUT_EXIT_CODE, open_sandbox, run};
