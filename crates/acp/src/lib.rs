@@ -57,6 +57,13 @@ pub mod agent;
 pub use agent::{AcpAgent, ClientBuilder};
 
 pub mod bridge;
+
+/// What the fuzz targets in `crates/acp/fuzz` drive (not a stable API).
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::filter::{AgentVerdict, inspect_agent_line, rewrite_client_message};
+    pub use crate::framing::LineSplitter;
+}
 pub use bridge::{run_bridge, run_bridge_until};
 
 #[cfg(feature = "sandbox")]
