@@ -30,6 +30,10 @@
 //! [`AgentProcess`]: [`LocalProcess`] or, with the default `sandbox` feature, `SandboxProcess`),
 //! [`agent`] (the official client on top) and [`bridge`] (serve ACP on a reader/writer pair).
 
+/// The official ACP crate this one builds on (`agent-client-protocol` 5.x), re-exported so that
+/// callers use the exact version whose types [`AcpAgent`] takes.
+pub use agent_client_protocol;
+
 pub mod error;
 pub mod filter;
 pub mod framing;
@@ -53,6 +57,13 @@ pub mod agent;
 pub use agent::{AcpAgent, ClientBuilder};
 
 pub mod bridge;
+
+/// What the fuzz targets in `crates/acp/fuzz` drive (not a stable API).
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::filter::{AgentVerdict, inspect_agent_line, rewrite_client_message};
+    pub use crate::framing::LineSplitter;
+}
 pub use bridge::{run_bridge, run_bridge_until};
 
 #[cfg(feature = "sandbox")]

@@ -3,10 +3,9 @@
 use std::io::Write as _;
 
 use e2b::{EnvdEndpoint, Sandbox};
-use e2b_acp::{AcpOptions, run_bridge_in_sandbox};
 use e2b_commands::{CommandLine, CommandOptions, OutputCallback};
 
-use crate::args::{AcpArgs, RunArgs, SandboxArgs};
+use crate::args::{RunArgs, SandboxArgs};
 
 /// What can stop a subcommand.
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +69,7 @@ pub async fn open_sandbox(args: &SandboxArgs) -> Result<Sandbox, CliError> {
     })
 }
 
-fn command_line(argv: &[String]) -> CommandLine {
+pub(crate) fn command_line(argv: &[String]) -> CommandLine {
     match argv {
         [script] => CommandLine::shell(script.clone()),
         [program, rest @ ..] => CommandLine::exec(program.clone(), rest.iter().cloned()),
@@ -128,33 +127,8 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     Ok(code)
 }
 
-/// `e2b acp`: serves ACP on stdin/stdout with the agent running in the sandbox. Returns the
-/// exit code to exit with.
-pub async fn acp(args: AcpArgs) -> Result<i32, CliError> {
-    let sandbox = open_sandbox(&args.sandbox).await?;
-    let mut opts = AcpOptions::default();
-    opts.cwd = args.cwd.clone();
-    opts.envs = args.envs.iter().cloned().collect();
-    let exit = run_bridge_in_sandbox(
-        sandbox.commands(),
-        command_line(&args.command),
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        opts,
-    )
-    .await;
-    let _ = sandbox.kill().await;
-    let (code, signal) = match exit {
-        Ok(exit) => (exit.code, exit.signal),
-        // The agent's own failure: exit as it did (its stderr already reached ours).
-        Err(e2b_acp::AcpError::AgentFailed { code, signal, .. }) => (code, signal),
-        Err(e) => return Err(e.into()),
-    };
-    Ok(exit_code(code, signal))
-}
-
 /// The exit code for a process that exited with `code` or was ended by `signal`.
-fn exit_code(code: Option<i32>, signal: Option<i32>) -> i32 {
+pub(crate) fn exit_code(code: Option<i32>, signal: Option<i32>) -> i32 {
     match (code, signal) {
         (_, Some(sig)) => 128 + sig,
         (Some(code), None) => code,
