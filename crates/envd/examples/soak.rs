@@ -312,47 +312,60 @@ async fn main() -> std::process::ExitCode {
     let before = snapshot(dpid);
     println!("before: {before:?}; {clients} clients for {secs} s");
 
-    let started = Instant::now();
-    let until = started + Duration::from_secs(secs);
+    // Two load phases of half the time each: descriptors and threads must return to their
+    // starting values after each, and resident memory after the second phase shows whether
+    // the first one's growth was a leak (it grows again) or allocator retention (it does not).
+    let mut afters = Vec::new();
     let mut peak = before;
-    let tasks: Vec<_> = (0..clients)
-        .map(|id| tokio::spawn(client(ctx.clone(), id, until)))
-        .collect();
-    let sampler = tokio::spawn(async move {
-        let mut peak = before;
-        while Instant::now() < until {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let s = snapshot(dpid);
-            peak.rss_kib = peak.rss_kib.max(s.rss_kib);
-            peak.fds = peak.fds.max(s.fds);
-            peak.threads = peak.threads.max(s.threads);
-        }
-        peak
-    });
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let elapsed = started.elapsed();
-    if let Ok(p) = sampler.await {
-        peak = p;
-    }
-    // Disconnected commands finish on their own: wait for the process table to empty.
-    let mut pc = ProcessClient::new(ctx.channels[0].clone());
     let mut live = usize::MAX;
-    for _ in 0..300 {
-        live = pc
-            .list(ListRequest {})
-            .await
-            .map(|r| r.into_inner().processes.len())
-            .unwrap_or(usize::MAX);
-        if live == 0 {
-            break;
+    let mut elapsed = Duration::ZERO;
+    for phase in 1..=2u32 {
+        let started = Instant::now();
+        let until = started + Duration::from_secs(secs.div_ceil(2));
+        let tasks: Vec<_> = (0..clients)
+            .map(|id| tokio::spawn(client(ctx.clone(), id, until)))
+            .collect();
+        let sampler = tokio::spawn(async move {
+            let mut peak = before;
+            while Instant::now() < until {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let s = snapshot(dpid);
+                peak.rss_kib = peak.rss_kib.max(s.rss_kib);
+                peak.fds = peak.fds.max(s.fds);
+                peak.threads = peak.threads.max(s.threads);
+            }
+            peak
+        });
+        for t in tasks {
+            t.await.unwrap();
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        elapsed += started.elapsed();
+        if let Ok(p) = sampler.await {
+            peak.rss_kib = peak.rss_kib.max(p.rss_kib);
+            peak.fds = peak.fds.max(p.fds);
+            peak.threads = peak.threads.max(p.threads);
+        }
+        // Disconnected commands finish on their own: wait for the process table to empty.
+        let mut pc = ProcessClient::new(ctx.channels[0].clone());
+        for _ in 0..300 {
+            live = pc
+                .list(ListRequest {})
+                .await
+                .map(|r| r.into_inner().processes.len())
+                .unwrap_or(usize::MAX);
+            if live == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Idle blocking-pool threads exit after 10 s.
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        let after = snapshot(dpid);
+        println!("after phase {phase}: {after:?}");
+        afters.push(after);
     }
-    // Idle blocking-pool threads exit after 10 s.
-    tokio::time::sleep(Duration::from_secs(12)).await;
-    let after = snapshot(dpid);
+    let after = afters[afters.len() - 1];
+    let after1 = afters[0];
     if std::env::var_os("SOAK_DEBUG_FDS").is_some() {
         for e in std::fs::read_dir(format!("/proc/{dpid}/fd"))
             .unwrap()
@@ -367,7 +380,7 @@ async fn main() -> std::process::ExitCode {
     }
     let t = &ctx.tally;
     let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    println!("after:  {after:?}; peak during load: {peak:?}");
+    println!("peak during load: {peak:?}");
     println!(
         "{} operations in {:.0?} ({:.0}/s): streamed bytes {}/{}, file bytes {}/{}, {} watchers ({} refused at the cap), {} mid-stream disconnects, {} failures, {} processes left",
         g(&t.ops),
@@ -382,6 +395,10 @@ async fn main() -> std::process::ExitCode {
         g(&t.disconnects),
         g(&t.failures),
         live,
+    );
+    println!(
+        "RSS after phase 2 / after phase 1: {:.2}",
+        after.rss_kib as f64 / after1.rss_kib.max(1) as f64
     );
     println!(
         "ratios after/before: RSS {:.2}, fds {:.2}, threads {:.2}",

@@ -59,6 +59,9 @@ pub(crate) struct ProcEntry {
     /// Cancelled by CloseStdin and at the end of the process; aborts a blocked stdin write.
     stdin_closed: CancellationToken,
     timed_out: AtomicBool,
+    /// Set once the process has been waited for: its pid (and process group id) may then be
+    /// reused by an unrelated process, so only its cgroup may still be signalled.
+    reaped: AtomicBool,
     lag_timeout: Duration,
 }
 
@@ -169,15 +172,21 @@ impl ProcEntry {
         // finish and take the cgroup, and a `setsid` descendant would then be missed.
         let res = {
             let group = lock(&self.group);
+            let reaped = self.reaped.load(Ordering::SeqCst);
             match &*group {
                 Some(g) => g.signal(signal),
+                None if reaped => {}
                 None => {
                     for p in super::tree::descendants(pid) {
                         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), signal);
                     }
                 }
             }
-            nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), signal)
+            if reaped {
+                Ok(())
+            } else {
+                nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), signal)
+            }
         };
         self.cancel_output.cancel();
         match res {
@@ -376,6 +385,7 @@ impl ProcessTable {
             cancel_output: CancellationToken::new(),
             stdin_closed: CancellationToken::new(),
             timed_out: AtomicBool::new(false),
+            reaped: AtomicBool::new(false),
             lag_timeout: subscriber::subscriber_lag_timeout(),
         });
         {
@@ -497,15 +507,27 @@ async fn supervise(
     // status arrive; then whatever is left is drained for at most `SIGNAL_DRAIN`.
     tokio::pin!(outputs);
     let mut status = None;
-    tokio::select! {
-        _ = &mut outputs => {}
-        _ = entry.cancel_output.cancelled() => {
-            tokio::select! {
-                _ = &mut outputs => {}
-                st = child.wait() => {
-                    status = Some(st);
-                    let _ = tokio::time::timeout(SIGNAL_DRAIN, &mut outputs).await;
+    loop {
+        tokio::select! {
+            _ = &mut outputs => break,
+            // Waited for as soon as it exits (not only after EOF), so `reaped` is set before
+            // its pid can be reused and no later signal can reach an unrelated process group.
+            st = child.wait(), if status.is_none() => {
+                entry.reaped.store(true, Ordering::SeqCst);
+                status = Some(st);
+            }
+            _ = entry.cancel_output.cancelled() => {
+                if status.is_none() {
+                    tokio::select! {
+                        _ = &mut outputs => break,
+                        st = child.wait() => {
+                            entry.reaped.store(true, Ordering::SeqCst);
+                            status = Some(st);
+                        }
+                    }
                 }
+                let _ = tokio::time::timeout(SIGNAL_DRAIN, &mut outputs).await;
+                break;
             }
         }
     }
@@ -513,6 +535,7 @@ async fn supervise(
         Some(st) => st,
         None => child.wait().await,
     };
+    entry.reaped.store(true, Ordering::SeqCst);
     super::tree::forget_direct(entry.pid);
     if let Some(t) = timer {
         t.abort();
