@@ -22,6 +22,7 @@ mod exec;
 mod files;
 mod http;
 mod output;
+mod procs;
 mod server;
 mod transport;
 
@@ -89,6 +90,8 @@ impl ExecServerHandle {
             shell: args.shell.clone(),
             login_shell: args.login_shell,
             file_timeout: args.file_timeout(),
+            process_output_bytes: args.process_output_bytes,
+            max_processes: args.max_processes,
         };
         Self {
             server: ExecServer::new(backend, settings),

@@ -590,10 +590,14 @@ fn tool_definitions_come_from_the_types() {
             "execute",
             "glob",
             "grep",
+            "kill_process",
+            "list_processes",
             "ls",
             "read",
+            "read_output",
             "upload_file",
-            "write"
+            "write",
+            "write_stdin"
         ]
     );
     for t in &tools {
