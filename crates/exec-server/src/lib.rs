@@ -24,6 +24,9 @@ mod http;
 mod output;
 mod procs;
 mod server;
+// The result check of mounted tools; the `mount` tool that calls it has not landed yet.
+#[allow(dead_code)]
+mod shape;
 mod transport;
 
 use std::net::SocketAddr;
