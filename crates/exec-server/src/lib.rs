@@ -14,6 +14,7 @@
 //! ```
 
 mod backend;
+mod catalog;
 mod compat;
 mod config;
 mod envd;
@@ -35,6 +36,9 @@ use std::sync::Arc;
 use rmcp::ServiceExt as _;
 use tokio_util::sync::CancellationToken;
 
+pub use catalog::{
+    CATALOG_JSON, CATALOG_MD, catalog_json, catalog_markdown, check_catalog, write_catalog,
+};
 pub use config::ExecServerArgs;
 pub use error::ExecServerError;
 
