@@ -136,6 +136,11 @@ pub(crate) trait SandboxBackend: Send + Sync + 'static {
     /// The sandbox's own id.
     fn sandbox_id(&self) -> String;
 
+    /// Facts about the sandbox for `inspect` (envd version, features); `null` when unknown.
+    fn describe(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
     /// Starts `spec` in its own process group, with output streamed as events.
     async fn spawn(&self, spec: RunSpec) -> Result<Spawned, BackendError>;
 

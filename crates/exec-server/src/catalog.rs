@@ -72,6 +72,7 @@ fn result_meta_keys(tool: &str) -> &'static [&'static str] {
             "error",
         ],
         "list_processes" => &["sandbox_id", "count"],
+        "inspect" => &["sandbox_id", "sections", "truncated", "error"],
         _ => &[],
     }
 }

@@ -172,6 +172,18 @@ impl SandboxBackend for EnvdBackend {
         self.sandbox.id().to_owned()
     }
 
+    fn describe(&self) -> serde_json::Value {
+        let v = self.sandbox.envd_version();
+        let features: serde_json::Map<String, serde_json::Value> = Feature::ALL
+            .iter()
+            .map(|f| (format!("{f:?}"), v.supports(*f).into()))
+            .collect();
+        serde_json::json!({
+            "envd_version": v.to_string(),
+            "features": features,
+        })
+    }
+
     async fn spawn(&self, spec: RunSpec) -> Result<Spawned, BackendError> {
         let has_stdin = spec.stdin.is_some() || spec.keep_stdin;
         let keep_stdin = spec.keep_stdin;

@@ -105,6 +105,23 @@ pub(crate) struct KillProcessArgs {
     pub(crate) signal: Option<String>,
 }
 
+/// Arguments of `inspect`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InspectArgs {
+    /// Which sections to return: any of "tools", "mounts", "processes", "sandbox", "catalog"
+    /// (default: all).
+    #[serde(default)]
+    pub(crate) sections: Option<Vec<String>>,
+    /// Only entries whose name (tool name, process id or tag) contains this text.
+    #[serde(default)]
+    pub(crate) name: Option<String>,
+}
+
+/// The sections `inspect` knows.
+pub(crate) const INSPECT_SECTIONS: &[&str] =
+    &["tools", "mounts", "processes", "sandbox", "catalog"];
+
 /// Arguments of `list_processes` (none).
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -264,6 +281,19 @@ impl ExecServer {
     )]
     async fn list_processes(&self, Parameters(_args): Parameters<NoArgs>) -> CallToolResult {
         self.list_processes_tool()
+    }
+
+    /// Describe this server (read-only): JSON with the sections asked for: "tools" (name,
+    /// description, input/output schema), "mounts" (mounted tools; none: mounting is not
+    /// enabled), "processes" (background processes: id, pid, tag, command, running time),
+    /// "sandbox" (id, envd version and features, limits) and "catalog" (catalog entries of
+    /// live tools). `name` narrows tools, processes and catalog entries.
+    #[tool(
+        name = "inspect",
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn inspect(&self, Parameters(args): Parameters<InspectArgs>) -> CallToolResult {
+        self.inspect_tool(args)
     }
 
     /// Alias of exec_command (same arguments and result), for clients of the Node exec_server.
@@ -842,6 +872,108 @@ impl ExecServer {
             p.id
         ))])
         .with_meta(Some(self.meta(m)))
+    }
+
+    fn inspect_tool(&self, args: InspectArgs) -> CallToolResult {
+        let sections: Vec<String> = match args.sections {
+            Some(s) if !s.is_empty() => s,
+            _ => INSPECT_SECTIONS.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        if let Some(bad) = sections
+            .iter()
+            .find(|s| !INSPECT_SECTIONS.contains(&s.as_str()))
+        {
+            return self.proc_error(format!(
+                "inspect has no section {bad:?}; ask for any of {}, e.g. {{\"sections\": [\"tools\"]}}",
+                INSPECT_SECTIONS.join(", ")
+            ));
+        }
+        let want = |n: &str| args.name.as_deref().is_none_or(|f| n.contains(f));
+        let tools = self.tools();
+        let mut out = serde_json::Map::new();
+        for sec in &sections {
+            let v = match sec.as_str() {
+                "tools" => Value::Array(
+                    tools
+                        .iter()
+                        .filter(|t| want(&t.name))
+                        .map(|t| {
+                            serde_json::json!({
+                                "name": t.name,
+                                "description": t.description,
+                                "input_schema": Value::Object((*t.input_schema).clone()),
+                                "output_schema": t.output_schema.as_ref().map(|s| Value::Object((**s).clone())),
+                            })
+                        })
+                        .collect(),
+                ),
+                "mounts" => Value::Array(Vec::new()),
+                "processes" => Value::Array(
+                    self.inner
+                        .procs
+                        .list()
+                        .iter()
+                        .filter(|p| want(&p.id) || p.tag.as_deref().is_some_and(&want))
+                        .map(|p| {
+                            serde_json::json!({
+                                "process_id": p.id,
+                                "pid": p.control().pid(),
+                                "tag": p.tag,
+                                "command": p.command,
+                                "running": p.running(),
+                                "exit_code": p.exit().map(|x| x.code()),
+                                "running_ms": u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                            })
+                        })
+                        .collect(),
+                ),
+                "sandbox" => {
+                    let s = &self.inner.settings;
+                    serde_json::json!({
+                        "id": self.sandbox_id(),
+                        "envd": self.inner.backend.describe(),
+                        "isolation": Value::Null,
+                        "limits": {
+                            "default_timeout_s": s.limits.default_timeout.as_secs_f64(),
+                            "max_timeout_s": s.limits.max_timeout.as_secs_f64(),
+                            "max_output_bytes": s.limits.output_cap,
+                            "max_chunk_bytes": s.max_chunk_bytes,
+                            "file_timeout_s": s.file_timeout.as_secs_f64(),
+                            "process_output_bytes": s.process_output_bytes,
+                            "max_processes": s.max_processes,
+                        },
+                    })
+                }
+                _ => {
+                    let live: std::collections::HashSet<&str> =
+                        tools.iter().map(|t| t.name.as_ref()).collect();
+                    let cat: Value =
+                        serde_json::from_str(&crate::catalog::catalog_json()).unwrap_or_default();
+                    Value::Array(
+                        cat.get("tools")
+                            .and_then(Value::as_array)
+                            .map(|a| {
+                                a.iter()
+                                    .filter(|e| {
+                                        e.get("name").and_then(Value::as_str).is_some_and(|n| {
+                                            live.contains(n) && want(n)
+                                        })
+                                    })
+                                    .cloned()
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                    )
+                }
+            };
+            out.insert(sec.clone(), v);
+        }
+        let text = serde_json::to_string_pretty(&Value::Object(out)).unwrap_or_default();
+        let (text, cut) = crate::output::fit_json(text, crate::output::MAX_RESULT_JSON_TEXT);
+        let mut m = serde_json::Map::new();
+        m.insert("sections".into(), sections.into());
+        m.insert("truncated".into(), cut.into());
+        CallToolResult::success(vec![ContentBlock::text(text)]).with_meta(Some(self.meta(m)))
     }
 
     fn list_processes_tool(&self) -> CallToolResult {

@@ -590,6 +590,7 @@ fn tool_definitions_come_from_the_types() {
             "execute",
             "glob",
             "grep",
+            "inspect",
             "kill_process",
             "list_processes",
             "ls",
