@@ -28,6 +28,8 @@ pub(crate) struct RunSpec {
     /// A lifetime after which the sandbox itself kills the process group (a safety net; the
     /// server enforces the real timeout). `None`: none.
     pub(crate) hard_timeout: Option<std::time::Duration>,
+    /// Keep stdin open after `stdin` was written (a background process fed by `write_stdin`).
+    pub(crate) keep_stdin: bool,
 }
 
 impl RunSpec {
@@ -41,6 +43,7 @@ impl RunSpec {
             env: HashMap::new(),
             stdin: None,
             hard_timeout: None,
+            keep_stdin: false,
         }
     }
 }
@@ -76,7 +79,32 @@ pub(crate) enum ProcEvent {
 /// Kills a running process and its whole process group.
 #[async_trait::async_trait]
 pub(crate) trait Killer: Send + Sync {
+    /// SIGKILL to the process group.
     async fn kill(&self) -> Result<(), BackendError>;
+
+    /// SIGTERM (a polite stop); the default kills.
+    async fn terminate(&self) -> Result<(), BackendError> {
+        self.kill().await
+    }
+
+    /// Writes to the process's stdin (it must have been started with `keep_stdin`).
+    async fn write_stdin(&self, _data: Bytes) -> Result<(), BackendError> {
+        Err(BackendError::new(
+            "this sandbox cannot write to a running process's stdin",
+        ))
+    }
+
+    /// Closes the process's stdin (EOF).
+    async fn close_stdin(&self) -> Result<(), BackendError> {
+        Err(BackendError::new(
+            "this sandbox cannot close a running process's stdin",
+        ))
+    }
+
+    /// The process id in the sandbox, when known.
+    fn pid(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// A started process.
@@ -107,6 +135,11 @@ pub(crate) struct FileChunk {
 pub(crate) trait SandboxBackend: Send + Sync + 'static {
     /// The sandbox's own id.
     fn sandbox_id(&self) -> String;
+
+    /// Facts about the sandbox for `inspect` (envd version, features); `null` when unknown.
+    fn describe(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
 
     /// Starts `spec` in its own process group, with output streamed as events.
     async fn spawn(&self, spec: RunSpec) -> Result<Spawned, BackendError>;

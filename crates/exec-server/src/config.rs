@@ -125,6 +125,15 @@ pub struct ExecServerArgs {
     /// Milliseconds between progress notifications carrying new output.
     #[arg(long, value_name = "MS", default_value_t = 250)]
     pub progress_interval_ms: u64,
+
+    /// Bytes of output kept per background process (a ring: a reader that falls further
+    /// behind is told how many bytes it lost).
+    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024)]
+    pub process_output_bytes: usize,
+
+    /// The most background processes kept at once (finished ones are forgotten oldest first).
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub max_processes: usize,
 }
 
 impl Default for ExecServerArgs {
@@ -152,6 +161,8 @@ impl Default for ExecServerArgs {
             shell: "/bin/bash".into(),
             login_shell: false,
             progress_interval_ms: 250,
+            process_output_bytes: 1024 * 1024,
+            max_processes: 32,
         }
     }
 }
@@ -204,6 +215,11 @@ impl ExecServerArgs {
         if self.max_output_bytes < 2 {
             return Err(ExecServerError::Config(
                 "--max-output-bytes must be at least 2".into(),
+            ));
+        }
+        if self.process_output_bytes == 0 || self.max_processes == 0 {
+            return Err(ExecServerError::Config(
+                "--process-output-bytes and --max-processes must be positive".into(),
             ));
         }
         if self.max_chunk_bytes == 0 {

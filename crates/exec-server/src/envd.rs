@@ -141,6 +141,29 @@ impl Killer for HandleKiller {
             .map(|_| ())
             .map_err(|e| BackendError::new(e.to_string()))
     }
+
+    async fn terminate(&self) -> Result<(), BackendError> {
+        self.handle
+            .signal(e2b_commands::Signal::Term)
+            .await
+            .map(|_| ())
+            .map_err(|e| BackendError::new(e.to_string()))
+    }
+
+    async fn write_stdin(&self, data: Bytes) -> Result<(), BackendError> {
+        send_all(&self.handle, data).await
+    }
+
+    async fn close_stdin(&self) -> Result<(), BackendError> {
+        self.handle
+            .close_stdin()
+            .await
+            .map_err(|e| BackendError::new(format!("closing stdin failed: {e}")))
+    }
+
+    fn pid(&self) -> Option<u32> {
+        Some(self.handle.pid())
+    }
 }
 
 #[async_trait::async_trait]
@@ -149,8 +172,21 @@ impl SandboxBackend for EnvdBackend {
         self.sandbox.id().to_owned()
     }
 
+    fn describe(&self) -> serde_json::Value {
+        let v = self.sandbox.envd_version();
+        let features: serde_json::Map<String, serde_json::Value> = Feature::ALL
+            .iter()
+            .map(|f| (format!("{f:?}"), v.supports(*f).into()))
+            .collect();
+        serde_json::json!({
+            "envd_version": v.to_string(),
+            "features": features,
+        })
+    }
+
     async fn spawn(&self, spec: RunSpec) -> Result<Spawned, BackendError> {
-        let has_stdin = spec.stdin.is_some();
+        let has_stdin = spec.stdin.is_some() || spec.keep_stdin;
+        let keep_stdin = spec.keep_stdin;
         let mut args = Vec::with_capacity(3);
         if spec.login_shell {
             args.push("-l".to_owned());
@@ -172,6 +208,9 @@ impl SandboxBackend for EnvdBackend {
             tokio::spawn(async move {
                 if let Err(e) = send_all(&h, data).await {
                     tracing::debug!(error = %e, "stdin not fully delivered (the program may have exited)");
+                }
+                if keep_stdin {
+                    return;
                 }
                 if let Err(e) = h.close_stdin().await {
                     tracing::debug!(error = %e, "closing stdin failed (the program may have exited)");

@@ -14,6 +14,7 @@
 //! ```
 
 mod backend;
+mod catalog;
 mod compat;
 mod config;
 mod envd;
@@ -22,7 +23,11 @@ mod exec;
 mod files;
 mod http;
 mod output;
+mod procs;
 mod server;
+// The result check of mounted tools; the `mount` tool that calls it has not landed yet.
+#[allow(dead_code)]
+mod shape;
 mod transport;
 
 use std::net::SocketAddr;
@@ -31,6 +36,9 @@ use std::sync::Arc;
 use rmcp::ServiceExt as _;
 use tokio_util::sync::CancellationToken;
 
+pub use catalog::{
+    CATALOG_JSON, CATALOG_MD, catalog_json, catalog_markdown, check_catalog, write_catalog,
+};
 pub use config::ExecServerArgs;
 pub use error::ExecServerError;
 
@@ -89,6 +97,8 @@ impl ExecServerHandle {
             shell: args.shell.clone(),
             login_shell: args.login_shell,
             file_timeout: args.file_timeout(),
+            process_output_bytes: args.process_output_bytes,
+            max_processes: args.max_processes,
         };
         Self {
             server: ExecServer::new(backend, settings),

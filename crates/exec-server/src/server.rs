@@ -56,7 +56,76 @@ pub(crate) struct ExecArgs {
     /// Text fed to the command's standard input (default: none).
     #[serde(default)]
     pub(crate) stdin: Option<String>,
+    /// Start the command and return at once with _meta.process_id (exit_code 0 means it
+    /// started); follow it with read_output, write_stdin, kill_process and list_processes.
+    /// Its stdin stays open for write_stdin; timeout does not apply.
+    #[serde(default)]
+    pub(crate) background: Option<bool>,
+    /// A label for a background process (shown by list_processes).
+    #[serde(default)]
+    pub(crate) tag: Option<String>,
 }
+
+/// Arguments of `read_output`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReadOutputArgs {
+    /// The id from exec_command's _meta.process_id (p-<n>).
+    pub(crate) process_id: String,
+    /// Where to read from: 0 (default) for the start, then the previous _meta.next_cursor.
+    #[serde(default)]
+    pub(crate) cursor: Option<u64>,
+    /// The most bytes to return (default 65536, at most 262144).
+    #[serde(default)]
+    pub(crate) max_bytes: Option<usize>,
+}
+
+/// Arguments of `write_stdin`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WriteStdinArgs {
+    /// The id from exec_command's _meta.process_id.
+    pub(crate) process_id: String,
+    /// Text written to the process's stdin as is (add "\n" for a line).
+    #[serde(default)]
+    pub(crate) data: String,
+    /// Close stdin (EOF) after writing.
+    #[serde(default)]
+    pub(crate) close: bool,
+}
+
+/// Arguments of `kill_process`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct KillProcessArgs {
+    /// The id from exec_command's _meta.process_id.
+    pub(crate) process_id: String,
+    /// "TERM" (default, a polite stop) or "KILL" (the whole process group, at once).
+    #[serde(default)]
+    pub(crate) signal: Option<String>,
+}
+
+/// Arguments of `inspect`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InspectArgs {
+    /// Which sections to return: any of "tools", "mounts", "processes", "sandbox", "catalog"
+    /// (default: all).
+    #[serde(default)]
+    pub(crate) sections: Option<Vec<String>>,
+    /// Only entries whose name (tool name, process id or tag) contains this text.
+    #[serde(default)]
+    pub(crate) name: Option<String>,
+}
+
+/// The sections `inspect` knows.
+pub(crate) const INSPECT_SECTIONS: &[&str] =
+    &["tools", "mounts", "processes", "sandbox", "catalog"];
+
+/// Arguments of `list_processes` (none).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NoArgs {}
 
 /// The structured result of `exec_command` (also its `_meta`).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -78,6 +147,9 @@ pub(crate) struct ExecFields {
     pub(crate) stdout_bytes: u64,
     /// Bytes the program wrote to stderr (before truncation).
     pub(crate) stderr_bytes: u64,
+    /// With `background: true`: the id for read_output, write_stdin and kill_process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) process_id: Option<String>,
 }
 
 /// Settings of one server instance (shared by every session).
@@ -92,6 +164,10 @@ pub(crate) struct ServerSettings {
     pub(crate) login_shell: bool,
     /// The limit on one file or compat tool call.
     pub(crate) file_timeout: Duration,
+    /// Bytes of output kept per background process.
+    pub(crate) process_output_bytes: usize,
+    /// The most background processes kept.
+    pub(crate) max_processes: usize,
 }
 
 struct Inner {
@@ -99,6 +175,7 @@ struct Inner {
     settings: ServerSettings,
     router: ToolRouter<ExecServer>,
     uploads: files::Uploads,
+    procs: crate::procs::ProcessTable,
 }
 
 /// The MCP handler. Cheap to clone; every session and stateless request shares one sandbox.
@@ -163,6 +240,60 @@ impl ExecServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         self.exec_tool(args, &context).await
+    }
+
+    /// Read a background process's output (stdout and stderr in arrival order) from `cursor`.
+    /// _meta: next_cursor (pass it next time), eof (the process ended and everything was
+    /// read), exit_code (once it ended), running, output_lost (bytes dropped from the ring
+    /// before this reader got them; the read then starts at the oldest byte kept).
+    #[tool(
+        name = "read_output",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn read_output(&self, Parameters(args): Parameters<ReadOutputArgs>) -> CallToolResult {
+        self.read_output_tool(args)
+    }
+
+    /// Write text to a background process's stdin (optionally closing it after).
+    #[tool(
+        name = "write_stdin",
+        annotations(destructive_hint = true, open_world_hint = false)
+    )]
+    async fn write_stdin(&self, Parameters(args): Parameters<WriteStdinArgs>) -> CallToolResult {
+        self.write_stdin_tool(args).await
+    }
+
+    /// Stop a background process: signal "TERM" (default) or "KILL" (its whole process
+    /// group). Its output stays readable with read_output.
+    #[tool(
+        name = "kill_process",
+        annotations(destructive_hint = true, open_world_hint = false)
+    )]
+    async fn kill_process(&self, Parameters(args): Parameters<KillProcessArgs>) -> CallToolResult {
+        self.kill_process_tool(args).await
+    }
+
+    /// List background processes: JSON lines {process_id,pid,tag,command,running,exit_code,
+    /// running_ms,output_bytes}.
+    #[tool(
+        name = "list_processes",
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn list_processes(&self, Parameters(_args): Parameters<NoArgs>) -> CallToolResult {
+        self.list_processes_tool()
+    }
+
+    /// Describe this server (read-only): JSON with the sections asked for: "tools" (name,
+    /// description, input/output schema), "mounts" (mounted tools; none: mounting is not
+    /// enabled), "processes" (background processes: id, pid, tag, command, running time),
+    /// "sandbox" (id, envd version and features, limits) and "catalog" (catalog entries of
+    /// live tools). `name` narrows tools, processes and catalog entries.
+    #[tool(
+        name = "inspect",
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn inspect(&self, Parameters(args): Parameters<InspectArgs>) -> CallToolResult {
+        self.inspect_tool(args)
     }
 
     /// Alias of exec_command (same arguments and result), for clients of the Node exec_server.
@@ -354,11 +485,14 @@ impl ExecServer {
 impl ExecServer {
     pub(crate) fn new(backend: Arc<dyn SandboxBackend>, settings: ServerSettings) -> Self {
         let legacy_text = settings.legacy_text;
+        let procs =
+            crate::procs::ProcessTable::new(settings.process_output_bytes, settings.max_processes);
         Self {
             inner: Arc::new(Inner {
                 backend,
                 settings,
                 router: Self::tool_router(),
+                procs,
                 uploads: files::Uploads::default(),
             }),
             legacy_text,
@@ -466,6 +600,7 @@ impl ExecServer {
             duration_ms: o.duration_ms,
             stdout_bytes: o.stdout_bytes,
             stderr_bytes: o.stderr_bytes,
+            process_id: None,
         }
     }
 
@@ -527,7 +662,11 @@ impl ExecServer {
             env: args.env.unwrap_or_default(),
             stdin: args.stdin.map(|t| Bytes::from(t.into_bytes())),
             hard_timeout: None,
+            keep_stdin: args.background == Some(true),
         };
+        if args.background == Some(true) {
+            return self.start_background(spec, args.tag).await;
+        }
         let progress: Option<ProgressFn> = context.meta.get_progress_token().map(|token| {
             let peer = context.peer.clone();
             let f: ProgressFn = Box::new(move |total: u64, text: String| {
@@ -567,6 +706,298 @@ impl ExecServer {
             }
             Err(e) => self.exec_could_not_run(e.to_string()),
         }
+    }
+
+    fn proc_error(&self, message: String) -> CallToolResult {
+        let mut m = serde_json::Map::new();
+        m.insert("error".into(), message.clone().into());
+        CallToolResult::error(vec![ContentBlock::text(format!("error: {message}"))])
+            .with_meta(Some(self.meta(m)))
+    }
+
+    async fn start_background(&self, spec: RunSpec, tag: Option<String>) -> CallToolResult {
+        let procs = &self.inner.procs;
+        if let Err(e) = procs.reserve() {
+            return self.exec_could_not_run(e);
+        }
+        let command = spec.cmd.clone();
+        let spawned = match self.inner.backend.spawn(spec).await {
+            Ok(s) => s,
+            Err(e) => return self.exec_could_not_run(e.to_string()),
+        };
+        let p = procs.insert(spawned, command, tag);
+        let pid = p.control().pid();
+        let fields = ExecFields {
+            exit_code: 0,
+            truncated: false,
+            sandbox_id: self.sandbox_id().to_owned(),
+            timed_out: false,
+            signal: None,
+            duration_ms: 0,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            process_id: Some(p.id.clone()),
+        };
+        let mut fields = match serde_json::to_value(fields) {
+            Ok(Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        let text = format!(
+            "started background process {id}{pid}; read its output with read_output(process_id=\"{id}\", cursor=0), stop it with kill_process(process_id=\"{id}\")",
+            id = p.id,
+            pid = pid.map(|n| format!(" (pid {n})")).unwrap_or_default()
+        );
+        let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+        r.structured_content = Some(Value::Object(fields.clone()));
+        if let Some(n) = pid {
+            fields.insert("pid".into(), n.into());
+        }
+        fields.insert("background".into(), true.into());
+        r.with_meta(Some(MetaObject(fields)))
+    }
+
+    fn read_output_tool(&self, args: ReadOutputArgs) -> CallToolResult {
+        let p = match self.inner.procs.get(&args.process_id) {
+            Ok(p) => p,
+            Err(e) => return self.proc_error(e),
+        };
+        let max = args
+            .max_bytes
+            .unwrap_or(crate::procs::DEFAULT_READ_BYTES)
+            .clamp(1, crate::procs::MAX_READ_BYTES);
+        let r = p.read(args.cursor.unwrap_or(0), max);
+        let mut text = crate::output::lossy(&r.read.data);
+        if r.read.lost > 0 {
+            text = format!(
+                "[... exec-server: {} bytes of output were dropped before this read (the ring keeps the last --process-output-bytes); reading from the oldest byte kept ...]\n{text}",
+                r.read.lost
+            );
+        }
+        let mut m = serde_json::Map::new();
+        m.insert("process_id".into(), p.id.clone().into());
+        m.insert("next_cursor".into(), r.read.next_cursor.into());
+        m.insert("eof".into(), r.eof.into());
+        m.insert("running".into(), r.running.into());
+        m.insert("output_lost".into(), r.read.lost.into());
+        m.insert("output_bytes".into(), r.total.into());
+        if let Some(x) = r.exit {
+            m.insert("exit_code".into(), x.code().into());
+            if let Some(sig) = x.signal {
+                m.insert("signal".into(), sig.into());
+            }
+        }
+        if let Some(e) = r.error {
+            m.insert("error".into(), e.into());
+        }
+        CallToolResult::success(vec![ContentBlock::text(text)]).with_meta(Some(self.meta(m)))
+    }
+
+    async fn write_stdin_tool(&self, args: WriteStdinArgs) -> CallToolResult {
+        let p = match self.inner.procs.get(&args.process_id) {
+            Ok(p) => p,
+            Err(e) => return self.proc_error(e),
+        };
+        if !p.running() {
+            return self.proc_error(format!(
+                "process {} has ended; nothing was written (read_output shows its exit code)",
+                p.id
+            ));
+        }
+        let n = args.data.len();
+        if n > 0
+            && let Err(e) = p
+                .control()
+                .write_stdin(crate::procs::stdin_bytes(args.data))
+                .await
+        {
+            return self.proc_error(format!("writing to {}'s stdin failed: {e}", p.id));
+        }
+        if args.close
+            && let Err(e) = p.control().close_stdin().await
+        {
+            return self.proc_error(format!("{}: {e}", p.id));
+        }
+        let mut m = serde_json::Map::new();
+        m.insert("process_id".into(), p.id.clone().into());
+        m.insert("bytes".into(), n.into());
+        m.insert("closed".into(), args.close.into());
+        CallToolResult::success(vec![ContentBlock::text(format!(
+            "wrote {n} bytes to {}'s stdin{}",
+            p.id,
+            if args.close { " and closed it" } else { "" }
+        ))])
+        .with_meta(Some(self.meta(m)))
+    }
+
+    async fn kill_process_tool(&self, args: KillProcessArgs) -> CallToolResult {
+        let p = match self.inner.procs.get(&args.process_id) {
+            Ok(p) => p,
+            Err(e) => return self.proc_error(e),
+        };
+        let sig = args
+            .signal
+            .as_deref()
+            .unwrap_or("TERM")
+            .trim_start_matches("SIG")
+            .to_ascii_uppercase();
+        if !p.running() {
+            let code = p.exit().map(|x| x.code());
+            let mut m = serde_json::Map::new();
+            m.insert("process_id".into(), p.id.clone().into());
+            m.insert("exit_code".into(), code.into());
+            m.insert("running".into(), false.into());
+            return CallToolResult::success(vec![ContentBlock::text(format!(
+                "process {} had already ended; nothing was sent",
+                p.id
+            ))])
+            .with_meta(Some(self.meta(m)));
+        }
+        let sent = match sig.as_str() {
+            "TERM" | "15" => p.control().terminate().await,
+            "KILL" | "9" => p.control().kill().await,
+            other => {
+                return self.proc_error(format!(
+                    "signal {other:?} is not supported; use \"TERM\" (a polite stop) or \"KILL\" (at once)"
+                ));
+            }
+        };
+        if let Err(e) = sent {
+            return self.proc_error(format!("signalling {} failed: {e}", p.id));
+        }
+        let mut m = serde_json::Map::new();
+        m.insert("process_id".into(), p.id.clone().into());
+        m.insert("signal".into(), sig.clone().into());
+        CallToolResult::success(vec![ContentBlock::text(format!(
+            "sent SIG{sig} to {}; read_output shows the exit code once it ends",
+            p.id
+        ))])
+        .with_meta(Some(self.meta(m)))
+    }
+
+    fn inspect_tool(&self, args: InspectArgs) -> CallToolResult {
+        let sections: Vec<String> = match args.sections {
+            Some(s) if !s.is_empty() => s,
+            _ => INSPECT_SECTIONS.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        if let Some(bad) = sections
+            .iter()
+            .find(|s| !INSPECT_SECTIONS.contains(&s.as_str()))
+        {
+            return self.proc_error(format!(
+                "inspect has no section {bad:?}; ask for any of {}, e.g. {{\"sections\": [\"tools\"]}}",
+                INSPECT_SECTIONS.join(", ")
+            ));
+        }
+        let want = |n: &str| args.name.as_deref().is_none_or(|f| n.contains(f));
+        let tools = self.tools();
+        let mut out = serde_json::Map::new();
+        for sec in &sections {
+            let v = match sec.as_str() {
+                "tools" => Value::Array(
+                    tools
+                        .iter()
+                        .filter(|t| want(&t.name))
+                        .map(|t| {
+                            serde_json::json!({
+                                "name": t.name,
+                                "description": t.description,
+                                "input_schema": Value::Object((*t.input_schema).clone()),
+                                "output_schema": t.output_schema.as_ref().map(|s| Value::Object((**s).clone())),
+                            })
+                        })
+                        .collect(),
+                ),
+                "mounts" => Value::Array(Vec::new()),
+                "processes" => Value::Array(
+                    self.inner
+                        .procs
+                        .list()
+                        .iter()
+                        .filter(|p| want(&p.id) || p.tag.as_deref().is_some_and(&want))
+                        .map(|p| {
+                            serde_json::json!({
+                                "process_id": p.id,
+                                "pid": p.control().pid(),
+                                "tag": p.tag,
+                                "command": p.command,
+                                "running": p.running(),
+                                "exit_code": p.exit().map(|x| x.code()),
+                                "running_ms": u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                            })
+                        })
+                        .collect(),
+                ),
+                "sandbox" => {
+                    let s = &self.inner.settings;
+                    serde_json::json!({
+                        "id": self.sandbox_id(),
+                        "envd": self.inner.backend.describe(),
+                        "isolation": Value::Null,
+                        "limits": {
+                            "default_timeout_s": s.limits.default_timeout.as_secs_f64(),
+                            "max_timeout_s": s.limits.max_timeout.as_secs_f64(),
+                            "max_output_bytes": s.limits.output_cap,
+                            "max_chunk_bytes": s.max_chunk_bytes,
+                            "file_timeout_s": s.file_timeout.as_secs_f64(),
+                            "process_output_bytes": s.process_output_bytes,
+                            "max_processes": s.max_processes,
+                        },
+                    })
+                }
+                _ => {
+                    let live: std::collections::HashSet<&str> =
+                        tools.iter().map(|t| t.name.as_ref()).collect();
+                    let cat: Value =
+                        serde_json::from_str(&crate::catalog::catalog_json()).unwrap_or_default();
+                    Value::Array(
+                        cat.get("tools")
+                            .and_then(Value::as_array)
+                            .map(|a| {
+                                a.iter()
+                                    .filter(|e| {
+                                        e.get("name").and_then(Value::as_str).is_some_and(|n| {
+                                            live.contains(n) && want(n)
+                                        })
+                                    })
+                                    .cloned()
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                    )
+                }
+            };
+            out.insert(sec.clone(), v);
+        }
+        let text = serde_json::to_string_pretty(&Value::Object(out)).unwrap_or_default();
+        let (text, cut) = crate::output::fit_json(text, crate::output::MAX_RESULT_JSON_TEXT);
+        let mut m = serde_json::Map::new();
+        m.insert("sections".into(), sections.into());
+        m.insert("truncated".into(), cut.into());
+        CallToolResult::success(vec![ContentBlock::text(text)]).with_meta(Some(self.meta(m)))
+    }
+
+    fn list_processes_tool(&self) -> CallToolResult {
+        let list = self.inner.procs.list();
+        let mut lines = String::new();
+        for p in &list {
+            let r = p.read(u64::MAX, 0);
+            let v = serde_json::json!({
+                "process_id": p.id,
+                "pid": p.control().pid(),
+                "tag": p.tag,
+                "command": p.command,
+                "running": r.running,
+                "exit_code": r.exit.map(|x| x.code()),
+                "started_unix": p.started_unix,
+                "running_ms": u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                "output_bytes": r.total,
+            });
+            lines.push_str(&v.to_string());
+            lines.push('\n');
+        }
+        let mut m = serde_json::Map::new();
+        m.insert("count".into(), list.len().into());
+        CallToolResult::success(vec![ContentBlock::text(lines)]).with_meta(Some(self.meta(m)))
     }
 
     fn file_ok(&self, ok: files::FileOk) -> CallToolResult {

@@ -595,10 +595,15 @@ fn tool_definitions_come_from_the_types() {
             "execute",
             "glob",
             "grep",
+            "inspect",
+            "kill_process",
+            "list_processes",
             "ls",
             "read",
+            "read_output",
             "upload_file",
-            "write"
+            "write",
+            "write_stdin"
         ]
     );
     for t in &tools {

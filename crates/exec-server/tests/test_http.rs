@@ -23,7 +23,7 @@ async fn http_sessions_health_and_ids() {
     assert_eq!(meta(&r, "exit_code"), json!(3));
     assert_eq!(meta(&r, "sandbox_id"), json!(sid));
     let tools = c.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 10);
+    assert_eq!(tools.len(), 15);
     c.cancel().await.unwrap();
 }
 
