@@ -39,8 +39,6 @@ mod process;
 mod rest;
 mod server;
 mod state;
-// `users` (its items `pub` for when `state` was public) is crate-private now that `state` is.
-#[allow(unreachable_pub)]
 mod users;
 
 pub use cli::{EnvdArgs, run_cli};

@@ -7,29 +7,29 @@ use nix::unistd::{Gid, Uid};
 
 /// A resolved account that commands (and file operations) run as.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct User {
+pub(crate) struct User {
     /// Account name, as given to `USER`/`LOGNAME`.
-    pub name: String,
+    pub(crate) name: String,
     /// Numeric user id.
-    pub uid: u32,
+    pub(crate) uid: u32,
     /// Primary group id.
-    pub gid: u32,
+    pub(crate) gid: u32,
     /// Home directory (`HOME`).
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// Supplementary groups (from `getgrouplist`), computed in the parent so the child only
     /// calls async-signal-safe functions.
-    pub groups: Vec<u32>,
+    pub(crate) groups: Vec<u32>,
 }
 
 impl User {
     /// Looks an account up by name in the system database.
-    pub fn lookup(name: &str) -> Option<User> {
+    pub(crate) fn lookup(name: &str) -> Option<User> {
         let u = nix::unistd::User::from_name(name).ok().flatten()?;
         Some(Self::from_nix(u))
     }
 
     /// The account the daemon itself runs as.
-    pub fn current() -> User {
+    pub(crate) fn current() -> User {
         let uid = Uid::current();
         match nix::unistd::User::from_uid(uid).ok().flatten() {
             Some(u) => Self::from_nix(u),
