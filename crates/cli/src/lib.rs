@@ -1,6 +1,5 @@
-//! The `e2b` command: run the local envd, run commands in a sandbox, bridge ACP agents and serve
-//! MCP exec tools. The binary is `e2b`; this library holds its argument types and subcommands so
-//! they can be embedded and tested.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc = include_str!("../README.md")]
 
 mod acp;
 pub mod args;

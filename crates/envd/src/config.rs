@@ -8,8 +8,9 @@ use std::time::Duration;
 /// from `e2b_envd_version`, the single source of truth.
 pub use e2b_envd_version::IMPLEMENTED_ENVD_VERSION;
 
-/// envd's well-known port.
-pub const DEFAULT_PORT: u16 = 49983;
+/// envd's well-known port; re-exported from [`e2b_envd_proto::wire`], the wire contract shared
+/// with the client.
+pub use e2b_envd_proto::wire::DEFAULT_PORT;
 
 /// Configuration of an [`Envd`](crate::Envd) daemon.
 ///

@@ -12,9 +12,6 @@ use http::HeaderMap;
 use crate::config::EnvdConfig;
 pub(crate) use crate::users::User;
 
-/// Header carrying the access token.
-pub(crate) const ACCESS_TOKEN_HEADER: &str = "x-access-token";
-
 /// Shared daemon state. Cheap to read; the mutable parts sit behind locks that are never held
 /// across an `await`.
 #[derive(Debug)]
@@ -106,7 +103,7 @@ impl State {
         let Some(expected) = self.access_token() else {
             return true;
         };
-        match headers.get(ACCESS_TOKEN_HEADER) {
+        match headers.get(e2b_envd_proto::wire::headers::ACCESS_TOKEN) {
             Some(v) => constant_time_eq(v.as_bytes(), expected.as_bytes()),
             None => false,
         }
@@ -209,7 +206,10 @@ impl State {
         let value = headers
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        let name = crate::users::basic_auth_username(value)?;
+        let name = match value {
+            Some(v) => e2b_envd_proto::wire::basic_auth_user(v).map_err(|e| e.to_string())?,
+            None => None,
+        };
         self.resolve_user(name.as_deref())
     }
 

@@ -3,34 +3,33 @@
 
 use std::path::PathBuf;
 
-use base64::Engine as _;
 use nix::unistd::{Gid, Uid};
 
 /// A resolved account that commands (and file operations) run as.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct User {
+pub(crate) struct User {
     /// Account name, as given to `USER`/`LOGNAME`.
-    pub name: String,
+    pub(crate) name: String,
     /// Numeric user id.
-    pub uid: u32,
+    pub(crate) uid: u32,
     /// Primary group id.
-    pub gid: u32,
+    pub(crate) gid: u32,
     /// Home directory (`HOME`).
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// Supplementary groups (from `getgrouplist`), computed in the parent so the child only
     /// calls async-signal-safe functions.
-    pub groups: Vec<u32>,
+    pub(crate) groups: Vec<u32>,
 }
 
 impl User {
     /// Looks an account up by name in the system database.
-    pub fn lookup(name: &str) -> Option<User> {
+    pub(crate) fn lookup(name: &str) -> Option<User> {
         let u = nix::unistd::User::from_name(name).ok().flatten()?;
         Some(Self::from_nix(u))
     }
 
     /// The account the daemon itself runs as.
-    pub fn current() -> User {
+    pub(crate) fn current() -> User {
         let uid = Uid::current();
         match nix::unistd::User::from_uid(uid).ok().flatten() {
             Some(u) => Self::from_nix(u),
@@ -59,49 +58,5 @@ impl User {
             home: u.dir,
             groups,
         }
-    }
-}
-
-/// The user name carried by an `Authorization: Basic base64("<user>:<password>")` header, if
-/// any. A malformed header yields `Err` with a message.
-pub(crate) fn basic_auth_username(value: Option<&str>) -> Result<Option<String>, String> {
-    let Some(value) = value else { return Ok(None) };
-    let value = value.trim();
-    let Some(rest) = value
-        .strip_prefix("Basic ")
-        .or_else(|| value.strip_prefix("basic "))
-    else {
-        // envd's authn middleware only looks at Basic credentials.
-        return Ok(None);
-    };
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(rest.trim())
-        .map_err(|_| "invalid basic authorization header".to_string())?;
-    let text =
-        String::from_utf8(decoded).map_err(|_| "invalid basic authorization header".to_string())?;
-    let name = text.split_once(':').map(|(n, _)| n).unwrap_or(&text);
-    if name.is_empty() {
-        Ok(None)
-    } else {
-        Ok(Some(name.to_string()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_basic_user() {
-        let h = format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode("user:")
-        );
-        assert_eq!(
-            basic_auth_username(Some(&h)).ok().flatten().as_deref(),
-            Some("user")
-        );
-        assert_eq!(basic_auth_username(None).ok().flatten(), None);
-        assert!(basic_auth_username(Some("Basic !!!")).is_err());
     }
 }

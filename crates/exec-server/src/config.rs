@@ -62,7 +62,7 @@ pub struct ExecServerArgs {
     pub allowed_origins: Vec<String>,
 
     /// Also emit the Node exec_server's text (`stdout:` / `stderr:` / `exit_code: N`,
-    /// `(no output)`) in content[0], for adapters that still parse it (migration phase 1-2).
+    /// `(no output)`) in content\[0\], for adapters that still parse it (migration phase 1-2).
     #[arg(long, env = "EXEC_SERVER_LEGACY_TEXT")]
     pub legacy_text: bool,
 

@@ -1,17 +1,5 @@
-//! An MCP server whose exec and file tools run in an E2B sandbox.
-//!
-//! Tools: `exec_command` (alias `execute`) with the program's exact output as text and a
-//! structured exit code; `upload_file` / `download_file` (strict base64, chunked); and the
-//! compatibility tools `read`, `write`, `edit`, `grep`, `glob`, `ls` of the Node exec_server.
-//! Transports: stdio and Streamable HTTP at `/mcp` (with `GET /health`).
-//!
-//! ```no_run
-//! # async fn demo() -> Result<(), e2b_exec_server::ExecServerError> {
-//! let mut args = e2b_exec_server::ExecServerArgs::default();
-//! args.http = Some("127.0.0.1:3005".into());
-//! e2b_exec_server::run(args).await
-//! # }
-//! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc = include_str!("../README.md")]
 
 mod backend;
 mod catalog;

@@ -1,41 +1,5 @@
-//! Linux isolation for local E2B-style sandboxes.
-//!
-//! [`IsolatedSandbox::spawn`] runs a program (envd, in this project) as the root of a fresh
-//! set of namespaces — user, mount, PID, UTS (hostname = sandbox id), IPC, cgroup and network —
-//! on a root filesystem built from a [`Template`], under a small reaping init, inside its own
-//! cgroup (memory, pids, CPU, freezer). Whatever runs in the sandbox sees only the sandbox:
-//! its own `/`, its own processes, its own loopback.
-//!
-//! The program runs as root *of the sandbox's user namespace* (a range of 65,536 host ids that
-//! belongs to no host account), so it can switch to the sandbox's `user` (uid 1000, home
-//! `/home/user`, passwordless `sudo` as on E2B's base template) without being root on the host.
-//!
-//! # Using it
-//!
-//! The sandbox is built by a re-execution of the current binary; call [`run_if_child`] first
-//! thing in `main`, before any thread (tokio runtime) starts:
-//!
-//! ```no_run
-//! # #![allow(clippy::needless_doctest_main)]
-//! fn main() {
-//!     e2b_isolation::run_if_child();
-//!     // … start tokio, parse flags …
-//!     let spec = e2b_isolation::SandboxSpec::new("sbx-1")
-//!         .with_network(e2b_isolation::Network::None);
-//!     let mut sandbox = e2b_isolation::IsolatedSandbox::spawn(
-//!         &spec,
-//!         std::path::Path::new("/usr/bin/sleep"),
-//!         &["sleep".to_string(), "30".to_string()],
-//!         &[],
-//!     )?;
-//!     sandbox.freeze()?; // pause
-//!     sandbox.thaw()?; // resume
-//!     sandbox.kill()?; // every process, setsid or not
-//!     # Ok::<(), e2b_isolation::IsolationError>(())
-//! }
-//! ```
-//!
-//! See `docs/isolation.md` for the threat model and what each layer guarantees.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc = include_str!("../README.md")]
 
 mod cgroup;
 mod child;

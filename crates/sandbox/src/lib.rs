@@ -1,32 +1,5 @@
-//! Sandboxes for AI agents: a local embedded envd or any remote envd, with commands and files.
-//!
-//! Start here. A [`Sandbox`] is one envd (E2B's in-sandbox daemon) and the clients that talk to
-//! it, [`Sandbox::commands`] and [`Sandbox::files`]:
-//!
-//! - [`Sandbox::local`] starts the embedded daemon on `127.0.0.1:<free port>`, with a random
-//!   access token and a fresh temporary working directory (needs the `local` feature, on by
-//!   default). Dropping the sandbox or calling [`Sandbox::kill`] stops the daemon and every
-//!   process it started.
-//! - [`Sandbox::connect`] reaches any envd (our daemon elsewhere, or a real E2B sandbox) from an
-//!   [`EnvdEndpoint`]; [`Sandbox::from_env`] builds that endpoint from `E2B_*` variables.
-//! - Creating sandboxes in E2B's cloud goes through a [`ControlPlane`] (no cloud implementation
-//!   yet).
-//! - [`Sandbox::create`] / [`Sandbox::builder`] create a sandbox through E2B's API (E2B's cloud
-//!   with `E2B_API_KEY`, or `e2b serve` with `E2B_API_URL`); [`Sandbox::connect_by_id`],
-//!   [`Sandbox::list`], and on a sandbox `set_timeout`, `info`, `metrics`, `pause`, `resume`,
-//!   `kill` manage it (crate `e2b-api`, re-exported as [`api`]).
-//!
-//! ```no_run
-//! use e2b::{CommandOptions, Sandbox};
-//!
-//! # #[cfg(feature = "local")]
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let sandbox = Sandbox::local().await?;
-//! let out = sandbox.commands().run("echo hello from $PWD", CommandOptions::new()).await?;
-//! print!("{}", out.stdout);
-//! sandbox.kill().await?;
-//! # Ok(()) }
-//! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc = include_str!("../README.md")]
 
 mod cloud;
 mod control;

@@ -3,14 +3,13 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use tonic::Status;
 
-/// Envelope flag: the message is compressed.
-pub(crate) const COMPRESSED_FLAG: u8 = 0x01;
 /// Envelope flag: end of stream (the message is an `EndStreamResponse`).
-pub(crate) const END_STREAM_FLAG: u8 = 0x02;
+pub(crate) use e2b_envd_proto::wire::envelope::END_STREAM as END_STREAM_FLAG;
+use e2b_envd_proto::wire::envelope::{COMPRESSED, HEADER_LEN};
 
 /// Frames `message` in an envelope with `flags`.
 pub(crate) fn encode_envelope(flags: u8, message: &[u8]) -> Bytes {
-    let mut b = BytesMut::with_capacity(5 + message.len());
+    let mut b = BytesMut::with_capacity(HEADER_LEN + message.len());
     b.put_u8(flags);
     // Messages over 4 GiB cannot be framed; the limit keeps them far smaller.
     b.put_u32(u32::try_from(message.len()).unwrap_or(u32::MAX));
@@ -21,9 +20,9 @@ pub(crate) fn encode_envelope(flags: u8, message: &[u8]) -> Bytes {
 /// Parses the body of a server-streaming request: exactly one envelope with flags 0 and a
 /// message of at most `max` bytes.
 pub(crate) fn parse_single_envelope(body: &Bytes, max: usize) -> Result<Bytes, Status> {
-    if body.len() < 5 {
+    if body.len() < HEADER_LEN {
         return Err(Status::invalid_argument(format!(
-            "protocol error: incomplete envelope: {} bytes, a header needs 5",
+            "protocol error: incomplete envelope: {} bytes, a header needs {HEADER_LEN}",
             body.len()
         )));
     }
@@ -34,7 +33,7 @@ pub(crate) fn parse_single_envelope(body: &Bytes, max: usize) -> Result<Bytes, S
             "message size {len} is larger than the {max} byte limit"
         )));
     }
-    if flags & COMPRESSED_FLAG != 0 {
+    if flags & COMPRESSED != 0 {
         return Err(Status::internal(
             "protocol error: received a compressed message, but no compression was negotiated",
         ));
@@ -44,11 +43,11 @@ pub(crate) fn parse_single_envelope(body: &Bytes, max: usize) -> Result<Bytes, S
             "protocol error: invalid envelope flags {flags:#04x} in a request"
         )));
     }
-    let end = 5 + len;
+    let end = HEADER_LEN + len;
     if body.len() < end {
         return Err(Status::invalid_argument(format!(
             "protocol error: promised {len} bytes in enveloped message, got {} bytes",
-            body.len() - 5
+            body.len() - HEADER_LEN
         )));
     }
     if body.len() > end {
@@ -56,7 +55,7 @@ pub(crate) fn parse_single_envelope(body: &Bytes, max: usize) -> Result<Bytes, S
             "protocol error: a server-streaming request must carry exactly one message",
         ));
     }
-    Ok(body.slice(5..end))
+    Ok(body.slice(HEADER_LEN..end))
 }
 
 #[cfg(test)]

@@ -342,7 +342,7 @@ fn check_compression(headers: &HeaderMap, streaming: bool) -> Result<(), Status>
 
 /// Parses `Connect-Timeout-Ms` (≤ 10 ASCII digits). `0` or absent = none.
 pub(crate) fn parse_timeout(headers: &HeaderMap) -> Result<Option<Duration>, Status> {
-    let Some(v) = headers.get("connect-timeout-ms") else {
+    let Some(v) = headers.get(e2b_envd_proto::wire::headers::CONNECT_TIMEOUT_MS) else {
         return Ok(None);
     };
     let s = v.to_str().unwrap_or("").trim();

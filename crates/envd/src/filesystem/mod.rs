@@ -188,7 +188,7 @@ fn random_id() -> String {
 
 /// The keepalive interval from `Keepalive-Ping-Interval` (seconds), else `default`.
 fn keepalive_interval(md: &tonic::metadata::MetadataMap, default: Duration) -> Duration {
-    md.get("keepalive-ping-interval")
+    md.get(e2b_envd_proto::wire::headers::KEEPALIVE_PING_INTERVAL)
         .and_then(|v| v.to_str().ok())
         .and_then(|s| s.trim().parse::<u64>().ok())
         .filter(|s| *s > 0)

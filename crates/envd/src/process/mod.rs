@@ -126,7 +126,7 @@ fn process_timeout(md: &tonic::metadata::MetadataMap) -> Result<Option<Duration>
             .then(|| s.parse().ok())
             .flatten()
     }
-    if let Some(v) = md.get("connect-timeout-ms") {
+    if let Some(v) = md.get(e2b_envd_proto::wire::headers::CONNECT_TIMEOUT_MS) {
         let s = v.to_str().unwrap_or("").trim();
         let ms = digits(s, 10).ok_or_else(|| {
             Status::invalid_argument(format!(
@@ -168,7 +168,7 @@ fn keepalive_interval(
     default: Duration,
 ) -> Result<Duration, Status> {
     let Some(n) = md
-        .get("keepalive-ping-interval")
+        .get(e2b_envd_proto::wire::headers::KEEPALIVE_PING_INTERVAL)
         .and_then(|v| v.to_str().ok())
         .and_then(|s| s.trim().parse::<u64>().ok())
         .filter(|n| *n > 0)

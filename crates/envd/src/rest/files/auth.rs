@@ -1,10 +1,9 @@
 //! Access control of `/files`: the access token or a `v1_` URL signature (envd's
 //! `internal/api/auth.go`), with envd's exact 401 messages.
 
-use base64::Engine as _;
-use sha2::Digest as _;
+use e2b_envd_proto::wire::{self, FileOperation};
 
-use crate::state::{ACCESS_TOKEN_HEADER, State, constant_time_eq};
+use crate::state::{State, constant_time_eq};
 
 /// The query parameters of `/files`.
 #[derive(Debug, Default, Clone, serde::Deserialize)]
@@ -18,39 +17,18 @@ pub(crate) struct FilesQuery {
 /// Why a request was refused: status and envd's message.
 pub(crate) type Refusal = (http::StatusCode, String);
 
-/// `"v1_" + base64_std_nopad(sha256("<path>:<operation>:<username>:<token>[:<expiration>]"))`.
-pub(crate) fn signature(
-    path: &str,
-    operation: &str,
-    username: &str,
-    token: &str,
-    expiration: Option<i64>,
-) -> String {
-    let mut payload = format!("{path}:{operation}:{username}:{token}");
-    if let Some(exp) = expiration {
-        payload.push(':');
-        payload.push_str(&exp.to_string());
-    }
-    let digest = sha2::Sha256::digest(payload.as_bytes());
-    format!(
-        "v1_{}",
-        base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest)
-    )
-}
-
-/// Checks the token or signature for `operation` (`read` or `write`) over the raw `path`
-/// parameter.
+/// Checks the token or signature for `operation` over the raw `path` parameter.
 pub(crate) fn check(
     state: &State,
     headers: &http::HeaderMap,
     q: &FilesQuery,
-    operation: &str,
+    operation: FileOperation,
 ) -> Result<(), Refusal> {
     let unauthorized = |m: &str| (http::StatusCode::UNAUTHORIZED, m.to_string());
     let Some(token) = state.access_token() else {
         return Ok(());
     };
-    if let Some(given) = headers.get(ACCESS_TOKEN_HEADER) {
+    if let Some(given) = headers.get(wire::headers::ACCESS_TOKEN) {
         return if constant_time_eq(given.as_bytes(), token.as_bytes()) {
             Ok(())
         } else {
@@ -76,7 +54,7 @@ pub(crate) fn check(
             }
         },
     };
-    let expected = signature(
+    let expected = wire::file_signature(
         q.path.as_deref().unwrap_or(""),
         operation,
         q.username.as_deref().unwrap_or(""),
@@ -121,11 +99,12 @@ mod tests {
     #[test]
     fn signature_is_stable() {
         // sha256("/a.txt:read:user:tok") in standard base64 without padding.
-        let s = signature("/a.txt", "read", "user", "tok", None);
+        let sig = |op, exp| wire::file_signature("/a.txt", op, "user", "tok", exp);
+        let s = sig(FileOperation::Read, None);
         assert!(s.starts_with("v1_"));
         assert!(!s.ends_with('='));
-        assert_eq!(s, signature("/a.txt", "read", "user", "tok", None));
-        assert_ne!(s, signature("/a.txt", "write", "user", "tok", None));
-        assert_ne!(s, signature("/a.txt", "read", "user", "tok", Some(1)));
+        assert_eq!(s, sig(FileOperation::Read, None));
+        assert_ne!(s, sig(FileOperation::Write, None));
+        assert_ne!(s, sig(FileOperation::Read, Some(1)));
     }
 }

@@ -23,7 +23,12 @@ pub(super) async fn download(
     req: Request<Body>,
 ) -> Result<Response<Body>, FilesError> {
     let q = query(req.uri())?;
-    auth::check(&state, req.headers(), &q, "read")?;
+    auth::check(
+        &state,
+        req.headers(),
+        &q,
+        e2b_envd_proto::wire::FileOperation::Read,
+    )?;
     let user = lookup_user(&state, q.username.as_deref())?;
     let path = resolve(&state, &user, q.path.as_deref().unwrap_or(""))?;
     let shown = path.clone();

@@ -305,7 +305,12 @@ pub(super) async fn upload(
     req: Request<Body>,
 ) -> Result<Response<Body>, FilesError> {
     let q = query(req.uri())?;
-    auth::check(&state, req.headers(), &q, "write")?;
+    auth::check(
+        &state,
+        req.headers(),
+        &q,
+        e2b_envd_proto::wire::FileOperation::Write,
+    )?;
     let user = lookup_user(&state, q.username.as_deref())?;
     let metadata = parse_metadata(req.headers())?;
     let (parts, body) = req.into_parts();
