@@ -54,9 +54,8 @@ pub enum Template {
     /// writable `/home/user`, `/tmp`, `/root`, `/run` and `/var/tmp`.
     #[default]
     Base,
-    /// A root filesystem directory (for example a `docker export` unpacked by
-    /// [`unpack_tarball`](crate::unpack_tarball)), shared read-only; each sandbox writes to its own
-    /// overlay layer.
+    /// A root filesystem directory (for example a `docker export` tarball unpacked with
+    /// `tar -x`), shared read-only; each sandbox writes to its own overlay layer.
     Dir(PathBuf),
 }
 
