@@ -85,7 +85,9 @@ pub(crate) fn selected(spec: &Value) -> Vec<String> {
         collect_refs(schema, &mut refs);
         todo.extend(refs);
     }
-    all.keys().filter(|k| seen.contains(*k)).cloned().collect()
+    let mut names: Vec<String> = all.keys().filter(|k| seen.contains(*k)).cloned().collect();
+    names.sort();
+    names
 }
 
 /// `templateID` → `template_id`, `memoryMB` → `memory_mb`, `allow_internet_access` unchanged.
@@ -315,6 +317,10 @@ pub(crate) fn generate(spec: &Value) -> String {
             "Debug, Clone, PartialEq, Serialize, Deserialize"
         };
         let _ = writeln!(out, "#[derive({derives})]\npub struct {name} {{");
+        // Sorted by wire name: serde_json's map keeps insertion order when another crate in
+        // the build enables its `preserve_order` feature, so iteration order is not stable.
+        let mut props: Vec<(&String, &Value)> = props.iter().collect();
+        props.sort_by(|a, b| a.0.cmp(b.0));
         for (wire, p) in props {
             let fctx = format!("{ctx}.{wire}");
             let mut ty = type_of(p, &fctx);
