@@ -9,10 +9,10 @@
 //! layer can reuse its receive buffer, see [`FileSink`]) and write each with one `write`.
 
 use std::fs::File;
-use std::io::{self, Read, Seek as _, SeekFrom, Write};
+use std::io::{self, Read, Write};
 
 use bytes::{Bytes, BytesMut};
-use e2b_file_io::{FileSink, Recycler};
+use e2b_file_io::{FileSink, ReadOptions};
 use futures::{Stream, StreamExt as _};
 use tokio::sync::mpsc;
 
@@ -29,63 +29,28 @@ const READ_CHUNK: usize = 1024 * 1024;
 const WRITE_BATCH: usize = 512 * 1024;
 /// Chunks in flight between a blocking thread and the async side.
 const DEPTH: usize = 4;
-/// Read buffers kept for reuse.
-const RECYCLE_KEEP: usize = DEPTH + 4;
 
 fn rx_stream<T: Send + 'static>(rx: mpsc::Receiver<T>) -> impl Stream<Item = T> + Send + 'static {
     futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (v, rx)) })
 }
 
-/// Reads up to `want` bytes into `buf` (empty, with room for `want`), without zero-filling
-/// it first (`read_to_end` reads into the spare capacity). Fewer bytes only at end of file.
-/// `read_to_end` retries interrupted reads itself.
-fn read_into(file: &mut File, buf: &mut Vec<u8>, want: usize) -> io::Result<()> {
-    (&mut *file).take(want as u64).read_to_end(buf).map(|_| ())
-}
-
 /// A piece of a download body: bytes sent as they are, or a range of the file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Segment {
-    /// Bytes sent as they are (a multipart part's headers, the closing boundary).
-    Literal(Bytes),
-    /// `len` bytes of the file from `offset`.
-    File {
-        /// First byte.
-        offset: u64,
-        /// Number of bytes.
-        len: u64,
-    },
-}
+pub(crate) use e2b_file_io::Segment;
 
-impl Segment {
-    /// The number of bytes this segment adds to the body.
-    pub(crate) fn len(&self) -> u64 {
-        match self {
-            Self::Literal(b) => b.len() as u64,
-            Self::File { len, .. } => *len,
-        }
-    }
-}
-
-/// Streams `len` bytes of `file` from `offset` in [`READ_CHUNK`]-sized pieces.
+/// Streams `len` bytes of `file` from `offset` in [`READ_CHUNK`]-sized pieces (see
+/// [`e2b_file_io::read_stream`]).
 pub(crate) fn read_stream(
     file: File,
     offset: u64,
     len: u64,
 ) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
-    let chunk = READ_CHUNK
-        .min(usize::try_from(len).unwrap_or(READ_CHUNK))
-        .max(1);
-    read_segments(file, chunk, std::iter::once(Segment::File { offset, len }))
+    e2b_file_io::read_stream(file, offset, len, ReadOptions::new(READ_CHUNK, DEPTH))
 }
 
-/// Streams `segments` in order on a blocking thread: literals as they are, file ranges read
-/// in pieces of up to `chunk` bytes (at most [`READ_CHUNK`]) into recycled buffers. The
-/// segments are produced lazily, so a body of many small parts holds no more than one part's
-/// headers at a time. If the file turns out shorter than a range, the stream ends there (a
-/// response with a `Content-Length` then fails instead of going on with misplaced bytes).
+/// Streams `segments` in order, file ranges read in pieces of up to `chunk` bytes (at most
+/// [`READ_CHUNK`]) into recycled buffers (see [`e2b_file_io::read_segments`]).
 pub(crate) fn read_segments<I>(
-    mut file: File,
+    file: File,
     chunk: usize,
     segments: I,
 ) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static
@@ -93,53 +58,11 @@ where
     I: IntoIterator<Item = Segment>,
     I::IntoIter: Send + 'static,
 {
-    let segments = segments.into_iter();
-    let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(DEPTH);
-    tokio::task::spawn_blocking(move || {
-        let mut pool = Recycler::new(chunk.clamp(1, READ_CHUNK), RECYCLE_KEEP);
-        // Where the file's offset is, so consecutive ranges need no seek.
-        let mut pos = 0u64;
-        for segment in segments {
-            let (offset, len) = match segment {
-                Segment::Literal(b) => {
-                    if tx.blocking_send(Ok(b)).is_err() {
-                        return;
-                    }
-                    continue;
-                }
-                Segment::File { offset, len } => (offset, len),
-            };
-            if offset != pos {
-                if let Err(e) = file.seek(SeekFrom::Start(offset)) {
-                    let _ = tx.blocking_send(Err(e));
-                    return;
-                }
-                pos = offset;
-            }
-            let mut left = len;
-            while left > 0 {
-                let want = left.min(pool.size() as u64) as usize;
-                let mut buf = pool.take();
-                let start = buf.len();
-                if let Err(e) = read_into(&mut file, &mut buf, want) {
-                    let _ = tx.blocking_send(Err(e));
-                    return;
-                }
-                let n = buf.len() - start;
-                if n == 0 {
-                    return; // the file shrank
-                }
-                left -= n as u64;
-                pos += n as u64;
-                let chunk = Bytes::from(buf);
-                pool.track(&chunk);
-                if tx.blocking_send(Ok(chunk)).is_err() {
-                    return;
-                }
-            }
-        }
-    });
-    rx_stream(rx)
+    e2b_file_io::read_segments(
+        file,
+        ReadOptions::new(chunk.clamp(1, READ_CHUNK), DEPTH),
+        segments,
+    )
 }
 
 /// A `Write` that hands its bytes to an async channel in [`CHUNK`]-sized pieces.
