@@ -77,6 +77,21 @@ fn result_meta_keys(tool: &str) -> &'static [&'static str] {
     }
 }
 
+/// `v` with every object's keys in sorted order, so the catalog is the same whether or not
+/// serde_json's `preserve_order` feature is unified into the build (a workspace build enables it
+/// through `agent-client-protocol`; `cargo run -p e2b-exec-server` does not).
+fn sorted(v: Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(String, Value)> = m.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(sorted).collect()),
+        other => other,
+    }
+}
+
 /// The catalog as JSON: every built-in tool with name, description, input and output schema,
 /// annotations and the `_meta` keys of its results, sorted by name.
 pub fn catalog_json() -> String {
@@ -86,8 +101,8 @@ pub fn catalog_json() -> String {
             json!({
                 "name": t.name,
                 "description": t.description,
-                "input_schema": Value::Object((*t.input_schema).clone()),
-                "output_schema": t.output_schema.map(|s| Value::Object((*s).clone())),
+                "input_schema": sorted(Value::Object((*t.input_schema).clone())),
+                "output_schema": t.output_schema.map(|s| sorted(Value::Object((*s).clone()))),
                 "annotations": t.annotations,
                 "result_meta_keys": result_meta_keys(&t.name),
             })
@@ -98,7 +113,7 @@ pub fn catalog_json() -> String {
         "generated_by": "cargo run -p e2b-exec-server --example gen-catalog",
         "tools": tools,
     });
-    let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    let mut s = serde_json::to_string_pretty(&sorted(doc)).unwrap_or_default();
     s.push('\n');
     s
 }
@@ -119,14 +134,15 @@ pub fn catalog_markdown() -> String {
         md.push_str(&keys.join(", "));
         md.push_str("\n\nInput schema:\n\n```json\n");
         md.push_str(
-            &serde_json::to_string_pretty(&Value::Object((*t.input_schema).clone()))
+            &serde_json::to_string_pretty(&sorted(Value::Object((*t.input_schema).clone())))
                 .unwrap_or_default(),
         );
         md.push_str("\n```\n");
         if let Some(o) = &t.output_schema {
             md.push_str("\nOutput schema:\n\n```json\n");
             md.push_str(
-                &serde_json::to_string_pretty(&Value::Object((**o).clone())).unwrap_or_default(),
+                &serde_json::to_string_pretty(&sorted(Value::Object((**o).clone())))
+                    .unwrap_or_default(),
             );
             md.push_str("\n```\n");
         }
