@@ -26,11 +26,14 @@ async def test_inspect_sections_and_name_filter(kind, servers):
         assert set(doc) == {"tools", "mounts", "processes", "sandbox", "catalog"}, doc.keys()
         assert {t["name"] for t in doc["tools"]} == listed
         assert {t["name"] for t in doc["catalog"]} == listed
-        assert doc["mounts"] == []
+        assert doc["mounts"]["enabled"] is False and doc["mounts"]["entries"] == [], doc["mounts"]
+        assert "--allow-mount" in doc["mounts"]["note"], doc["mounts"]
         sbx = doc["sandbox"]
         assert sbx["id"] and sbx["envd"]["envd_version"], sbx
         assert sbx["envd"]["features"]["CloseStdin"] in (True, False), sbx
         assert sbx["limits"]["max_processes"] == 32, sbx
+        # The default sandbox is the embedded local one: not isolated, and inspect says so.
+        assert sbx["isolation"] == "off" and "Sandbox::local" in sbx["isolation_detail"], sbx
 
         r = await s.call_tool(
             "exec_command", {"cmd": "sleep 30", "background": True, "tag": "sleeper"}

@@ -141,6 +141,14 @@ pub(crate) trait SandboxBackend: Send + Sync + 'static {
         serde_json::Value::Null
     }
 
+    /// How the sandbox is isolated: `{"isolation": "on"|"off"|"unknown", "detail": "..."}`.
+    async fn isolation(&self) -> serde_json::Value {
+        serde_json::json!({
+            "isolation": "unknown",
+            "detail": "this backend cannot tell how its sandbox is isolated",
+        })
+    }
+
     /// Starts `spec` in its own process group, with output streamed as events.
     async fn spawn(&self, spec: RunSpec) -> Result<Spawned, BackendError>;
 

@@ -73,8 +73,36 @@ fn result_meta_keys(tool: &str) -> &'static [&'static str] {
         ],
         "list_processes" => &["sandbox_id", "count"],
         "inspect" => &["sandbox_id", "sections", "truncated", "error"],
+        "mount" => &[
+            "sandbox_id",
+            "mount_id",
+            "name",
+            "timeout_seconds",
+            "clients_notified",
+            "error",
+        ],
+        "unmount" => &[
+            "sandbox_id",
+            "mount_id",
+            "name",
+            "in_flight",
+            "finished",
+            "killed",
+            "grace_seconds",
+            "clients_notified",
+            "unconfirmed",
+            "error",
+            "live_ids",
+        ],
         _ => &[],
     }
+}
+
+/// The server flag a built-in tool needs to be registered, if any.
+fn requires_flag(tool: &str) -> Option<&'static str> {
+    crate::server::MOUNT_TOOLS
+        .contains(&tool)
+        .then_some("--allow-mount")
 }
 
 /// `v` with every object's keys in sorted order, so the catalog is the same whether or not
@@ -93,7 +121,9 @@ fn sorted(v: Value) -> Value {
 }
 
 /// The catalog as JSON: every built-in tool with name, description, input and output schema,
-/// annotations and the `_meta` keys of its results, sorted by name.
+/// annotations, the `_meta` keys of its results and the server flag it needs (`requires_flag`:
+/// `--allow-mount` for `mount` and `unmount`, else null), sorted by name. Mounted tools are
+/// not in it.
 pub fn catalog_json() -> String {
     let tools: Vec<Value> = crate::tool_definitions()
         .into_iter()
@@ -105,6 +135,7 @@ pub fn catalog_json() -> String {
                 "output_schema": t.output_schema.map(|s| sorted(Value::Object((*s).clone()))),
                 "annotations": t.annotations,
                 "result_meta_keys": result_meta_keys(&t.name),
+                "requires_flag": requires_flag(&t.name),
             })
         })
         .collect();
@@ -125,6 +156,11 @@ pub fn catalog_markdown() -> String {
     );
     for t in crate::tool_definitions() {
         md.push_str(&format!("\n## `{}`\n\n", t.name));
+        if let Some(flag) = requires_flag(&t.name) {
+            md.push_str(&format!(
+                "Registered only when the server runs with `{flag}` (off by default).\n\n"
+            ));
+        }
         md.push_str(t.description.as_deref().unwrap_or(""));
         md.push_str("\n\nResult `_meta` keys: ");
         let keys: Vec<String> = result_meta_keys(&t.name)

@@ -565,6 +565,39 @@ pub(crate) async fn ls(
     }
 }
 
+/// One of the searching tools (`grep`, `glob`, `ls`): each runs a helper command in the
+/// sandbox, so the server runs them through one path.
+pub(crate) enum Search {
+    Grep(GrepArgs),
+    Glob(GlobArgs),
+    Ls(LsArgs),
+}
+
+impl Search {
+    /// The tool's name.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::Grep(_) => "grep",
+            Self::Glob(_) => "glob",
+            Self::Ls(_) => "ls",
+        }
+    }
+
+    /// Runs the search; the helper command stops itself on `ct` and at `limits.max_timeout`.
+    pub(crate) async fn run(
+        self,
+        backend: &dyn SandboxBackend,
+        limits: &ExecLimits,
+        ct: CancellationToken,
+    ) -> CompatOut {
+        match self {
+            Self::Grep(a) => grep(backend, a, limits, ct).await,
+            Self::Glob(a) => glob(backend, a, limits, ct).await,
+            Self::Ls(a) => ls(backend, a, limits, ct).await,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

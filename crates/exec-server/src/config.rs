@@ -134,6 +134,21 @@ pub struct ExecServerArgs {
     /// The most background processes kept at once (finished ones are forgotten oldest first).
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub max_processes: usize,
+
+    /// Register the `mount` and `unmount` tools: the model may add tools at runtime, each a
+    /// shell command run in the sandbox with the sandbox's powers (see docs/security.md). Off
+    /// by default.
+    #[arg(long, env = "EXEC_SERVER_ALLOW_MOUNT")]
+    pub allow_mount: bool,
+
+    /// A chunked upload_file that receives no chunk for this many seconds is abandoned and its
+    /// staged part files are removed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
+    pub upload_idle_seconds: f64,
+
+    /// The most tools mounted at once (with --allow-mount).
+    #[arg(long, value_name = "N", default_value_t = crate::mounts::DEFAULT_MAX_MOUNTS)]
+    pub max_mounts: usize,
 }
 
 impl Default for ExecServerArgs {
@@ -163,6 +178,9 @@ impl Default for ExecServerArgs {
             progress_interval_ms: 250,
             process_output_bytes: 1024 * 1024,
             max_processes: 32,
+            allow_mount: false,
+            upload_idle_seconds: 600.0,
+            max_mounts: crate::mounts::DEFAULT_MAX_MOUNTS,
         }
     }
 }
@@ -212,14 +230,15 @@ impl ExecServerArgs {
         secs(self.default_timeout, "--default-timeout")?;
         secs(self.max_timeout, "--max-timeout")?;
         secs(self.file_timeout, "--file-timeout")?;
+        secs(self.upload_idle_seconds, "--upload-idle-seconds")?;
         if self.max_output_bytes < 2 {
             return Err(ExecServerError::Config(
                 "--max-output-bytes must be at least 2".into(),
             ));
         }
-        if self.process_output_bytes == 0 || self.max_processes == 0 {
+        if self.process_output_bytes == 0 || self.max_processes == 0 || self.max_mounts == 0 {
             return Err(ExecServerError::Config(
-                "--process-output-bytes and --max-processes must be positive".into(),
+                "--process-output-bytes, --max-processes and --max-mounts must be positive".into(),
             ));
         }
         if self.max_chunk_bytes == 0 {
@@ -237,6 +256,12 @@ impl ExecServerArgs {
             output_cap: self.max_output_bytes,
             progress_interval: Duration::from_millis(self.progress_interval_ms.max(10)),
         }
+    }
+
+    /// How long a chunked upload may wait for its next chunk.
+    pub(crate) fn upload_idle(&self) -> Duration {
+        Duration::try_from_secs_f64(self.upload_idle_seconds)
+            .unwrap_or(crate::files::DEFAULT_UPLOAD_IDLE)
     }
 
     /// The file tools' time limit.

@@ -128,6 +128,129 @@ struct Composed {
     size: u64,
 }
 
+/// The namespaces compared to tell whether commands run beside this server.
+const NAMESPACES: &[&str] = &["pid", "mnt", "user"];
+
+/// How the sandbox is isolated, from what this server knows of it and, for an envd on this
+/// machine, from comparing the namespaces its commands run in with this server's own (envd's
+/// `/health` and `/envs` do not say).
+async fn isolation_of(b: &EnvdBackend) -> (&'static str, String) {
+    let uid = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m).to_string())
+        .unwrap_or_else(|_| "?".into());
+    if b.sandbox.is_local() {
+        return (
+            "off",
+            format!(
+                "the embedded local sandbox (Sandbox::local()): commands run directly on this machine as this server's user (uid {uid}), with that user's powers. For isolation, run the server against an isolated envd (--sandbox URL of `e2b envd --isolate` or of a sandbox of `e2b serve`)"
+            ),
+        );
+    }
+    let url = b.sandbox.url().to_owned();
+    let host = url
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|u| {
+            u.host()
+                .map(|h| h.trim_matches(['[', ']']).to_ascii_lowercase())
+        })
+        .unwrap_or_default();
+    if host.ends_with(".e2b.app") || host.ends_with(".e2b.dev") {
+        return (
+            "on",
+            format!("a sandbox of E2B's cloud at {url}: a microVM"),
+        );
+    }
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if !loopback {
+        return (
+            "unknown",
+            format!(
+                "the envd at {url} is on another machine; this server cannot see how it is isolated (neither envd's /health nor /envs says)"
+            ),
+        );
+    }
+    let mine: Vec<String> = NAMESPACES
+        .iter()
+        .map(|n| {
+            std::fs::read_link(format!("/proc/self/ns/{n}"))
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        })
+        .collect();
+    let probe = NAMESPACES
+        .iter()
+        .map(|n| format!("/proc/self/ns/{n}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let spec = RunSpec::sh(format!("readlink {probe}"));
+    let limits = crate::exec::ExecLimits {
+        default_timeout: std::time::Duration::from_secs(10),
+        max_timeout: std::time::Duration::from_secs(10),
+        output_cap: 4096,
+        progress_interval: std::time::Duration::from_secs(1),
+    };
+    let out = crate::exec::run(
+        b,
+        spec,
+        limits.max_timeout,
+        &limits,
+        tokio_util::sync::CancellationToken::new(),
+        None,
+        false,
+    )
+    .await;
+    let theirs: Vec<String> = match out {
+        Ok(o) if o.exit_code == 0 => String::from_utf8_lossy(&o.output)
+            .lines()
+            .map(|l| l.trim().to_owned())
+            .collect(),
+        Ok(o) => {
+            return (
+                "unknown",
+                format!(
+                    "probing the envd at {url} failed (readlink exited with {}); neither envd's /health nor /envs says how it is isolated",
+                    o.exit_code
+                ),
+            );
+        }
+        Err(e) => {
+            return ("unknown", format!("probing the envd at {url} failed: {e}"));
+        }
+    };
+    if mine.iter().any(String::is_empty) || theirs.len() != mine.len() {
+        return (
+            "unknown",
+            format!("the namespaces of the envd at {url} could not be compared with this server's"),
+        );
+    }
+    let differ: Vec<&str> = NAMESPACES
+        .iter()
+        .zip(mine.iter().zip(&theirs))
+        .filter(|(_, (a, b))| a != b)
+        .map(|(n, _)| *n)
+        .collect();
+    if differ.contains(&"pid") && differ.contains(&"mnt") {
+        (
+            "on",
+            format!(
+                "the envd at {url} runs commands in their own namespaces ({}), apart from this server: an isolated sandbox on this machine",
+                differ.join(", ")
+            ),
+        )
+    } else {
+        (
+            "off",
+            format!(
+                "the envd at {url} runs commands in this machine's own PID and mount namespaces: not isolated; a command has the powers of the envd's user on this machine"
+            ),
+        )
+    }
+}
+
 struct HandleKiller {
     handle: std::sync::Arc<e2b_commands::CommandHandle>,
 }
@@ -182,6 +305,11 @@ impl SandboxBackend for EnvdBackend {
             "envd_version": v.to_string(),
             "features": features,
         })
+    }
+
+    async fn isolation(&self) -> serde_json::Value {
+        let (isolation, detail) = isolation_of(self).await;
+        serde_json::json!({ "isolation": isolation, "detail": detail })
     }
 
     async fn spawn(&self, spec: RunSpec) -> Result<Spawned, BackendError> {

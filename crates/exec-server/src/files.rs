@@ -54,6 +54,10 @@ pub(crate) struct DownloadArgs {
 /// The most chunked uploads staged at once; starting one more drops the oldest.
 const MAX_STAGED_UPLOADS: usize = 64;
 
+/// How long a chunked upload may wait for its next chunk before it is abandoned and its staged
+/// parts are removed (`--upload-idle-seconds`).
+pub(crate) const DEFAULT_UPLOAD_IDLE: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// A chunked upload in progress: its parts, staged next to the destination.
 struct Staged {
     total: u64,
@@ -62,17 +66,71 @@ struct Staged {
     hasher: Sha256,
     nonce: u64,
     started: std::time::Instant,
+    /// When the last chunk arrived.
+    touched: std::time::Instant,
 }
 
-/// The chunked uploads in progress, by destination path.
-#[derive(Default)]
+/// The chunked uploads in progress, by destination path. An upload dropped for any reason
+/// (restarted, evicted by a newer one, idle past the limit, the server stopping) has its
+/// staged parts removed.
 pub(crate) struct Uploads {
     staged: std::sync::Mutex<HashMap<String, Staged>>,
+    idle: std::time::Duration,
+}
+
+impl Default for Uploads {
+    fn default() -> Self {
+        Self::new(DEFAULT_UPLOAD_IDLE)
+    }
 }
 
 impl Uploads {
+    /// Uploads abandoned after `idle` without a chunk.
+    pub(crate) fn new(idle: std::time::Duration) -> Self {
+        Self {
+            staged: std::sync::Mutex::new(HashMap::new()),
+            idle,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Staged>> {
         self.staged.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The idle limit.
+    pub(crate) fn idle(&self) -> std::time::Duration {
+        self.idle
+    }
+
+    /// Drops the uploads idle since before `now - idle` and returns their staged parts.
+    fn take_expired(&self, now: std::time::Instant) -> Vec<String> {
+        let mut map = self.lock();
+        let expired: Vec<String> = map
+            .iter()
+            .filter(|(_, s)| now.saturating_duration_since(s.touched) >= self.idle)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut parts = Vec::new();
+        for k in expired {
+            if let Some(s) = map.remove(&k) {
+                tracing::info!(path = %k, parts = s.parts.len(), "abandoned chunked upload expired; removing its staged parts");
+                parts.extend(s.parts);
+            }
+        }
+        parts
+    }
+
+    /// Removes the staged parts of every upload idle past the limit.
+    pub(crate) async fn reap(&self, backend: &dyn SandboxBackend) -> usize {
+        let parts = self.take_expired(std::time::Instant::now());
+        remove_parts(backend, &parts).await;
+        parts.len()
+    }
+
+    /// Drops every upload in progress and removes its staged parts (the server is stopping).
+    pub(crate) async fn clear(&self, backend: &dyn SandboxBackend) {
+        let parts: Vec<String> = self.lock().drain().flat_map(|(_, s)| s.parts).collect();
+        remove_parts(backend, &parts).await;
     }
 }
 
@@ -167,6 +225,7 @@ pub(crate) async fn upload(
     args: UploadArgs,
 ) -> Result<FileOk, FileError> {
     validate_path(&args.path)?;
+    uploads.reap(backend).await;
     let path = args.path;
     let data = Bytes::from(decode_strict(&args.content_base64).map_err(FileError::other)?);
     let n = data.len();
@@ -210,17 +269,21 @@ pub(crate) async fn upload(
         return Ok(FileOk { text, meta });
     }
     // A chunk of a staged upload.
-    let (nonce_v, index) = {
+    let mut dropped: Vec<String> = Vec::new();
+    let begun = {
         let mut map = uploads.lock();
         if offset == 0 {
-            map.remove(&path);
+            if let Some(old) = map.remove(&path) {
+                dropped.extend(old.parts);
+            }
             if map.len() >= MAX_STAGED_UPLOADS
                 && let Some(oldest) = map
                     .iter()
                     .min_by_key(|(_, s)| s.started)
                     .map(|(k, _)| k.clone())
+                && let Some(old) = map.remove(&oldest)
             {
-                map.remove(&oldest);
+                dropped.extend(old.parts);
             }
             map.insert(
                 path.clone(),
@@ -231,22 +294,24 @@ pub(crate) async fn upload(
                     hasher: Sha256::new(),
                     nonce: nonce(),
                     started: std::time::Instant::now(),
+                    touched: std::time::Instant::now(),
                 },
             );
         }
-        let Some(s) = map.get(&path) else {
-            return Err(FileError::other(format!(
-                "no chunked upload of {path} is in progress (the server may have restarted or dropped it); start again at offset 0"
-            )));
-        };
-        if s.next != offset || s.total != total {
-            return Err(FileError::other(format!(
+        match map.get(&path) {
+            None => Err(FileError::other(format!(
+                "no chunked upload of {path} is in progress (the server may have restarted or dropped it: an upload idle for {} s is abandoned); start again at offset 0",
+                uploads.idle().as_secs_f64()
+            ))),
+            Some(s) if s.next != offset || s.total != total => Err(FileError::other(format!(
                 "chunk at offset {offset} (total_size {total}) does not continue the upload of {path}, which expects offset {} of {} bytes; send chunks in order, or start again at offset 0",
                 s.next, s.total
-            )));
+            ))),
+            Some(s) => Ok((s.nonce, s.parts.len())),
         }
-        (s.nonce, s.parts.len())
     };
+    remove_parts(backend, &dropped).await;
+    let (nonce_v, index) = begun?;
     if offset == 0
         && let Ok(st) = backend.stat(&path).await
         && st.is_dir
@@ -275,6 +340,7 @@ pub(crate) async fn upload(
                 s.parts.push(part.clone());
                 s.hasher.update(&data);
                 s.next = end;
+                s.touched = std::time::Instant::now();
                 Ok(if end == total {
                     map.remove(&path)
                 } else {

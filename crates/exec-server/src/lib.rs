@@ -10,11 +10,10 @@ mod error;
 mod exec;
 mod files;
 mod http;
+mod mounts;
 mod output;
 mod procs;
 mod server;
-// The result check of mounted tools; the `mount` tool that calls it has not landed yet.
-#[allow(dead_code)]
 mod shape;
 mod transport;
 
@@ -87,6 +86,9 @@ impl ExecServerHandle {
             file_timeout: args.file_timeout(),
             process_output_bytes: args.process_output_bytes,
             max_processes: args.max_processes,
+            allow_mount: args.allow_mount,
+            upload_idle: args.upload_idle(),
+            max_mounts: args.max_mounts,
         };
         Self {
             server: ExecServer::new(backend, settings),
@@ -114,11 +116,12 @@ impl ExecServerHandle {
             .serve(t)
             .await
             .map_err(|e| ExecServerError::Mcp(e.to_string()))?;
-        running
+        let end = running
             .waiting()
             .await
-            .map_err(|e| ExecServerError::Mcp(e.to_string()))?;
-        Ok(())
+            .map_err(|e| ExecServerError::Mcp(e.to_string()));
+        self.server.shutdown().await;
+        end.map(|_| ())
     }
 
     /// Serves Streamable HTTP at `/mcp` (and `GET /health`) on `addr` until `shutdown` is
@@ -155,13 +158,16 @@ impl ExecServerHandle {
             json_response: self.args.json_response,
             allowed_origins: self.args.allowed_origins.clone(),
         };
-        http::serve(self.server.clone(), addr, opts, shutdown, on_bound).await
+        let r = http::serve(self.server.clone(), addr, opts, shutdown, on_bound).await;
+        self.server.shutdown().await;
+        r
     }
 }
 
-/// The tool definitions the server lists in `tools/list` (name, description, input and output
-/// schemas, annotations), sorted by name, generated from the tools' Rust types: no server or
-/// sandbox is needed. A catalog of the tools can be generated from this.
+/// The built-in tool definitions (name, description, input and output schemas, annotations),
+/// sorted by name, generated from the tools' Rust types: no server or sandbox is needed. A
+/// catalog of the tools can be generated from this. `mount` and `unmount` are among them but
+/// are listed by a server only when it runs with `--allow-mount`; mounted tools are not.
 pub fn tool_definitions() -> Vec<rmcp::model::Tool> {
     ExecServer::tool_router().list_all()
 }

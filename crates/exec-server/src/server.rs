@@ -10,12 +10,13 @@ use bytes::Bytes;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::{ToolCallContext, schema_for_output};
 use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, DiscoverResult,
     Implementation, InitializeRequestParams, InitializeResult, ListToolsResult, MetaObject,
     PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -31,6 +32,8 @@ use crate::files;
 pub(crate) const SERVER_NAME: &str = "e2b-exec-server";
 /// The crate version.
 pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The built-in tools registered only with `--allow-mount`.
+pub(crate) const MOUNT_TOOLS: &[&str] = &["mount", "unmount"];
 /// The request `_meta` key that picks the Node server's text format for one call.
 pub(crate) const LEGACY_TEXT_META: &str = "e2b/legacy_text";
 
@@ -118,6 +121,41 @@ pub(crate) struct InspectArgs {
     pub(crate) name: Option<String>,
 }
 
+/// Arguments of `mount`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MountArgs {
+    /// The new tool's name: 1 to 128 characters of A-Z a-z 0-9 _ - . (not the name of a tool
+    /// that exists).
+    pub(crate) name: String,
+    /// What the tool does and returns (the model reads it in tools/list).
+    pub(crate) description: String,
+    /// JSON Schema of the tool's arguments: an object with "type": "object". Every call is
+    /// validated against it.
+    #[schemars(with = "serde_json::Map<String, Value>")]
+    pub(crate) input_schema: Value,
+    /// The shell line run with `sh -c` in the sandbox for each call. The call's arguments
+    /// arrive as JSON on stdin and in $TOOL_ARGS. It must print JSON to stdout:
+    /// [{"type":"text","text":"..."}] or {"content":[...],"meta":{...}}; a non-zero exit
+    /// fails the call with its stderr.
+    pub(crate) command: String,
+    /// Time limit of one call in seconds (default 60; from 1 to the server's --max-timeout).
+    #[serde(default)]
+    pub(crate) timeout_seconds: Option<f64>,
+}
+
+/// Arguments of `unmount`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UnmountArgs {
+    /// The mount id (dyn-<n>) that mount returned in _meta.mount_id.
+    pub(crate) id: String,
+    /// How long calls in flight may take to finish before they are killed (default 5,
+    /// 0 to 60).
+    #[serde(default)]
+    pub(crate) grace_seconds: Option<f64>,
+}
+
 /// The sections `inspect` knows.
 pub(crate) const INSPECT_SECTIONS: &[&str] =
     &["tools", "mounts", "processes", "sandbox", "catalog"];
@@ -168,6 +206,12 @@ pub(crate) struct ServerSettings {
     pub(crate) process_output_bytes: usize,
     /// The most background processes kept.
     pub(crate) max_processes: usize,
+    /// `--allow-mount`: the `mount` and `unmount` tools are registered.
+    pub(crate) allow_mount: bool,
+    /// The most tools mounted at once.
+    pub(crate) max_mounts: usize,
+    /// How long a chunked upload may wait for its next chunk.
+    pub(crate) upload_idle: Duration,
 }
 
 struct Inner {
@@ -176,6 +220,10 @@ struct Inner {
     router: ToolRouter<ExecServer>,
     uploads: files::Uploads,
     procs: crate::procs::ProcessTable,
+    mounts: crate::mounts::Mounts,
+    listeners: crate::mounts::Listeners,
+    /// The sandbox's isolation, probed once (see `SandboxBackend::isolation`).
+    isolation: tokio::sync::OnceCell<Value>,
 }
 
 /// The MCP handler. Cheap to clone; every session and stateless request shares one sandbox.
@@ -284,16 +332,45 @@ impl ExecServer {
     }
 
     /// Describe this server (read-only): JSON with the sections asked for: "tools" (name,
-    /// description, input/output schema), "mounts" (mounted tools; none: mounting is not
-    /// enabled), "processes" (background processes: id, pid, tag, command, running time),
-    /// "sandbox" (id, envd version and features, limits) and "catalog" (catalog entries of
-    /// live tools). `name` narrows tools, processes and catalog entries.
+    /// description, input/output schema), "mounts" ({enabled, max_mounts, entries: id, name,
+    /// created, in_flight, state active|draining}; mounting needs the server flag
+    /// --allow-mount), "processes" (background processes: id, pid, tag, command, running
+    /// time), "sandbox" (id, envd version and features, isolation, limits) and "catalog"
+    /// (catalog entries of live built-in tools). `name` narrows tools, mounts, processes and
+    /// catalog entries.
     #[tool(
         name = "inspect",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn inspect(&self, Parameters(args): Parameters<InspectArgs>) -> CallToolResult {
-        self.inspect_tool(args)
+        self.inspect_tool(args).await
+    }
+
+    /// Add a tool at runtime (only on a server started with --allow-mount): a shell command
+    /// run in the sandbox per call, with the call's arguments as JSON on stdin and in
+    /// $TOOL_ARGS, validated against `input_schema` first. Its stdout must be JSON: an array
+    /// of content blocks or {"content":[blocks],"meta":{...}}. Returns the mount id (dyn-<n>)
+    /// in the text and _meta.mount_id; clients get notifications/tools/list_changed. The tool
+    /// runs with the sandbox's powers (see docs/security.md).
+    #[tool(
+        name = "mount",
+        annotations(destructive_hint = true, open_world_hint = false)
+    )]
+    async fn mount(&self, Parameters(args): Parameters<MountArgs>) -> CallToolResult {
+        self.mount_tool(args).await
+    }
+
+    /// Remove a mounted tool by id and return only after quiescence: it takes no new calls at
+    /// once, calls in flight get `grace_seconds` to finish and are then killed (their whole
+    /// process tree), then the tool leaves tools/list and clients get
+    /// notifications/tools/list_changed. The result says how many calls finished and how many
+    /// were killed. Only on a server started with --allow-mount.
+    #[tool(
+        name = "unmount",
+        annotations(destructive_hint = true, open_world_hint = false)
+    )]
+    async fn unmount(&self, Parameters(args): Parameters<UnmountArgs>) -> CallToolResult {
+        self.unmount_tool(args).await
     }
 
     /// Alias of exec_command (same arguments and result), for clients of the Node exec_server.
@@ -423,16 +500,7 @@ impl ExecServer {
         Parameters(args): Parameters<compat::GrepArgs>,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let (limits, limit) = self.script_limits();
-        let fut = compat::grep(
-            self.inner.backend.as_ref(),
-            args,
-            &limits,
-            context.ct.clone(),
-        );
-        // The helper command stops itself on cancellation and at `limits.max_timeout`.
-        self.compat_bounded("grep", limit, &CancellationToken::new(), fut)
-            .await
+        self.search_tool(compat::Search::Grep(args), &context).await
     }
 
     /// Find paths matching a glob. JSON lines {path,is_dir,size,mtime}; _meta.truncated as for
@@ -446,16 +514,7 @@ impl ExecServer {
         Parameters(args): Parameters<compat::GlobArgs>,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let (limits, limit) = self.script_limits();
-        let fut = compat::glob(
-            self.inner.backend.as_ref(),
-            args,
-            &limits,
-            context.ct.clone(),
-        );
-        // The helper command stops itself on cancellation and at `limits.max_timeout`.
-        self.compat_bounded("glob", limit, &CancellationToken::new(), fut)
-            .await
+        self.search_tool(compat::Search::Glob(args), &context).await
     }
 
     /// List a directory. JSON lines {path,is_dir}; exit_code 1 when it is missing;
@@ -469,16 +528,7 @@ impl ExecServer {
         Parameters(args): Parameters<compat::LsArgs>,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let (limits, limit) = self.script_limits();
-        let fut = compat::ls(
-            self.inner.backend.as_ref(),
-            args,
-            &limits,
-            context.ct.clone(),
-        );
-        // The helper command stops itself on cancellation and at `limits.max_timeout`.
-        self.compat_bounded("ls", limit, &CancellationToken::new(), fut)
-            .await
+        self.search_tool(compat::Search::Ls(args), &context).await
     }
 }
 
@@ -487,16 +537,44 @@ impl ExecServer {
         let legacy_text = settings.legacy_text;
         let procs =
             crate::procs::ProcessTable::new(settings.process_output_bytes, settings.max_processes);
-        Self {
-            inner: Arc::new(Inner {
-                backend,
-                settings,
-                router: Self::tool_router(),
-                procs,
-                uploads: files::Uploads::default(),
-            }),
-            legacy_text,
+        let mut router = Self::tool_router();
+        if !settings.allow_mount {
+            for t in MOUNT_TOOLS {
+                router.remove_route(t);
+            }
         }
+        let mounts = crate::mounts::Mounts::new(settings.allow_mount, settings.max_mounts);
+        let uploads = files::Uploads::new(settings.upload_idle);
+        let inner = Arc::new(Inner {
+            backend,
+            settings,
+            router,
+            procs,
+            uploads,
+            mounts,
+            listeners: crate::mounts::Listeners::default(),
+            isolation: tokio::sync::OnceCell::new(),
+        });
+        // The reaper of abandoned chunked uploads: it stops when the server is dropped.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&inner);
+            let every = (inner.settings.upload_idle / 4)
+                .clamp(Duration::from_millis(50), Duration::from_secs(60));
+            rt.spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let Some(inner) = weak.upgrade() else { break };
+                    inner.uploads.reap(inner.backend.as_ref()).await;
+                }
+            });
+        }
+        Self { inner, legacy_text }
+    }
+
+    /// Cleans up what the server leaves in the sandbox when it stops: the staged parts of
+    /// unfinished chunked uploads.
+    pub(crate) async fn shutdown(&self) {
+        self.inner.uploads.clear(self.inner.backend.as_ref()).await;
     }
 
     /// The same server, with exec results in the Node server's text format (`true`) or as the
@@ -508,9 +586,13 @@ impl ExecServer {
         }
     }
 
-    /// Every tool definition, sorted by name (what `tools/list` returns).
+    /// Every tool definition, built-in and mounted, sorted by name (what `tools/list`
+    /// returns).
     pub(crate) fn tools(&self) -> Vec<Tool> {
-        self.inner.router.list_all()
+        let mut all = self.inner.router.list_all();
+        all.extend(self.inner.mounts.tools());
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
     }
 
     pub(crate) fn sandbox_id(&self) -> &str {
@@ -549,6 +631,20 @@ impl ExecServer {
             limits,
             s.file_timeout + exec::DRAIN_AFTER_KILL + Duration::from_secs(1),
         )
+    }
+
+    /// `grep`, `glob` and `ls`: the helper command in the sandbox, bounded by the file timeout.
+    async fn search_tool(
+        &self,
+        search: compat::Search,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let (limits, limit) = self.script_limits();
+        let tool = search.name();
+        let fut = search.run(self.inner.backend.as_ref(), &limits, context.ct.clone());
+        // The helper command stops itself on cancellation and at `limits.max_timeout`.
+        self.compat_bounded(tool, limit, &CancellationToken::new(), fut)
+            .await
     }
 
     async fn compat_bounded(
@@ -874,7 +970,7 @@ impl ExecServer {
         .with_meta(Some(self.meta(m)))
     }
 
-    fn inspect_tool(&self, args: InspectArgs) -> CallToolResult {
+    async fn inspect_tool(&self, args: InspectArgs) -> CallToolResult {
         let sections: Vec<String> = match args.sections {
             Some(s) if !s.is_empty() => s,
             _ => INSPECT_SECTIONS.iter().map(|s| (*s).to_owned()).collect(),
@@ -907,7 +1003,23 @@ impl ExecServer {
                         })
                         .collect(),
                 ),
-                "mounts" => Value::Array(Vec::new()),
+                "mounts" => {
+                    let m = &self.inner.mounts;
+                    let mut v = serde_json::json!({
+                        "enabled": m.enabled,
+                        "max_mounts": m.max,
+                        "entries": m
+                            .list()
+                            .iter()
+                            .filter(|x| want(x.name()) || want(&x.id))
+                            .map(|x| x.describe())
+                            .collect::<Vec<_>>(),
+                    });
+                    if !m.enabled {
+                        v["note"] = "mounting is off on this server; it is enabled by starting the server with --allow-mount".into();
+                    }
+                    v
+                }
                 "processes" => Value::Array(
                     self.inner
                         .procs
@@ -929,10 +1041,17 @@ impl ExecServer {
                 ),
                 "sandbox" => {
                     let s = &self.inner.settings;
+                    let iso = self
+                        .inner
+                        .isolation
+                        .get_or_init(|| self.inner.backend.isolation())
+                        .await
+                        .clone();
                     serde_json::json!({
                         "id": self.sandbox_id(),
                         "envd": self.inner.backend.describe(),
-                        "isolation": Value::Null,
+                        "isolation": iso.get("isolation").cloned().unwrap_or(Value::Null),
+                        "isolation_detail": iso.get("detail").cloned().unwrap_or(Value::Null),
                         "limits": {
                             "default_timeout_s": s.limits.default_timeout.as_secs_f64(),
                             "max_timeout_s": s.limits.max_timeout.as_secs_f64(),
@@ -941,6 +1060,8 @@ impl ExecServer {
                             "file_timeout_s": s.file_timeout.as_secs_f64(),
                             "process_output_bytes": s.process_output_bytes,
                             "max_processes": s.max_processes,
+                            "max_mounts": s.max_mounts,
+                            "mount_enabled": s.allow_mount,
                         },
                     })
                 }
@@ -974,6 +1095,343 @@ impl ExecServer {
         m.insert("sections".into(), sections.into());
         m.insert("truncated".into(), cut.into());
         CallToolResult::success(vec![ContentBlock::text(text)]).with_meta(Some(self.meta(m)))
+    }
+
+    fn mount_error(
+        &self,
+        message: String,
+        error: &str,
+        extra: Option<(&str, Value)>,
+    ) -> CallToolResult {
+        let mut m = serde_json::Map::new();
+        m.insert("error".into(), error.into());
+        if let Some((k, v)) = extra {
+            m.insert(k.into(), v);
+        }
+        CallToolResult::error(vec![ContentBlock::text(format!("error: {message}"))])
+            .with_meta(Some(self.meta(m)))
+    }
+
+    async fn mount_tool(&self, args: MountArgs) -> CallToolResult {
+        let limits = crate::mounts::DefLimits {
+            max_timeout: self.inner.settings.limits.max_timeout,
+        };
+        let taken = |n: &str| {
+            if self.inner.router.has_route(n)
+                || MOUNT_TOOLS.contains(&n)
+                || n == crate::transport::LINE_TOO_LONG_TOOL
+            {
+                Some(format!("the built-in tool {n}"))
+            } else {
+                self.inner
+                    .mounts
+                    .list()
+                    .iter()
+                    .find(|m| m.name() == n)
+                    .map(|m| {
+                        format!(
+                            "the mounted tool {} (unmount(id=\"{}\") frees it)",
+                            m.id, m.id
+                        )
+                    })
+            }
+        };
+        let def = match crate::mounts::validate(&args, taken, &limits) {
+            Ok(d) => d,
+            Err(e) => return self.mount_error(e, "invalid_definition", None),
+        };
+        let m = match self.inner.mounts.insert(def) {
+            Ok(m) => m,
+            Err(e) => return self.mount_error(e, "mount_refused", None),
+        };
+        let notified = self.inner.listeners.tool_list_changed().await;
+        tracing::info!(mount_id = %m.id, name = m.name(), notified, "mounted a tool");
+        let mut meta = serde_json::Map::new();
+        meta.insert("mount_id".into(), m.id.clone().into());
+        meta.insert("name".into(), m.name().into());
+        meta.insert("timeout_seconds".into(), m.timeout.as_secs_f64().into());
+        meta.insert("clients_notified".into(), notified.into());
+        CallToolResult::success(vec![ContentBlock::text(format!(
+            "mounted {name} as {id}: call it as the tool \"{name}\" (its arguments are checked against input_schema, then reach the command as JSON on stdin and in $TOOL_ARGS; each call may run {t} s). Remove it with unmount(id=\"{id}\").",
+            name = m.name(),
+            id = m.id,
+            t = m.timeout.as_secs_f64()
+        ))])
+        .with_meta(Some(self.meta(meta)))
+    }
+
+    async fn unmount_tool(&self, args: UnmountArgs) -> CallToolResult {
+        let grace = match args.grace_seconds {
+            None => crate::mounts::DEFAULT_GRACE,
+            Some(g) if g.is_finite() && (0.0..=crate::mounts::MAX_GRACE_SECS).contains(&g) => {
+                Duration::from_secs_f64(g)
+            }
+            Some(g) => {
+                return self.mount_error(
+                    format!(
+                        "grace_seconds is {g}; give a number from 0 to {} (default {})",
+                        crate::mounts::MAX_GRACE_SECS,
+                        crate::mounts::DEFAULT_GRACE.as_secs_f64()
+                    ),
+                    "invalid_arguments",
+                    None,
+                );
+            }
+        };
+        let m = match self.inner.mounts.start_drain(args.id.trim()) {
+            Ok(m) => m,
+            Err(e) => {
+                return self.mount_error(
+                    e,
+                    "unknown_mount",
+                    Some((
+                        "live_ids",
+                        self.inner
+                            .mounts
+                            .list()
+                            .iter()
+                            .map(|m| Value::from(m.id.clone()))
+                            .collect(),
+                    )),
+                );
+            }
+        };
+        // Finished in its own task: a client that gives up on this call does not leave the
+        // mount half-drained.
+        let server = self.clone();
+        let task = tokio::spawn(async move {
+            let d = crate::mounts::drain(&m, grace).await;
+            server.inner.mounts.remove(&m.id);
+            let notified = server.inner.listeners.tool_list_changed().await;
+            (m, d, notified)
+        });
+        let (m, d, notified) = match task.await {
+            Ok(x) => x,
+            Err(e) => {
+                return self.mount_error(format!("unmounting failed: {e}"), "internal", None);
+            }
+        };
+        tracing::info!(mount_id = %m.id, finished = d.finished, killed = d.killed, "unmounted a tool");
+        let mut meta = serde_json::Map::new();
+        meta.insert("mount_id".into(), m.id.clone().into());
+        meta.insert("name".into(), m.name().into());
+        meta.insert("in_flight".into(), d.in_flight_at_start.into());
+        meta.insert("finished".into(), d.finished.into());
+        meta.insert("killed".into(), d.killed.into());
+        meta.insert("grace_seconds".into(), grace.as_secs_f64().into());
+        meta.insert("clients_notified".into(), notified.into());
+        let mut text = format!(
+            "unmounted {} ({}): {} call(s) were in flight; {} finished, {} killed after the {} s grace period. The tool is gone from tools/list.",
+            m.id,
+            m.name(),
+            d.in_flight_at_start,
+            d.finished,
+            d.killed,
+            grace.as_secs_f64()
+        );
+        if d.unconfirmed > 0 {
+            meta.insert("unconfirmed".into(), d.unconfirmed.into());
+            text.push_str(&format!(
+                " {} killed call(s) had not confirmed their end when the tool was removed.",
+                d.unconfirmed
+            ));
+        }
+        CallToolResult::success(vec![ContentBlock::text(text)]).with_meta(Some(self.meta(meta)))
+    }
+
+    /// Runs one call of a mounted tool.
+    async fn call_mounted(
+        &self,
+        call: crate::mounts::InFlight,
+        arguments: Option<rmcp::model::JsonObject>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let m = call.mount.clone();
+        let with_id = |mut meta: serde_json::Map<String, Value>| {
+            meta.insert("mount_id".into(), m.id.clone().into());
+            self.meta(meta)
+        };
+        let fail = |text: String, meta: serde_json::Map<String, Value>| {
+            CallToolResult::error(vec![ContentBlock::text(text)]).with_meta(Some(with_id(meta)))
+        };
+        let args = Value::Object(arguments.unwrap_or_default());
+        let errors: Vec<String> = m
+            .validator
+            .iter_errors(&args)
+            .take(5)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                format!("{}: {e}", if at.is_empty() { "(root)".into() } else { at })
+            })
+            .collect();
+        if !errors.is_empty() {
+            let mut meta = serde_json::Map::new();
+            meta.insert("exit_code".into(), 2.into());
+            meta.insert("error".into(), "invalid_arguments".into());
+            return fail(
+                format!(
+                    "invalid arguments for {name}: {}. {name} takes {{{}}}; fix the arguments to match its inputSchema (tools/list) and call it again.",
+                    errors.join("; "),
+                    describe_arguments(&m.tool.input_schema),
+                    name = m.name()
+                ),
+                meta,
+            );
+        }
+        let json = args.to_string();
+        if json.len() > crate::mounts::MAX_CALL_ARGS_BYTES {
+            let mut meta = serde_json::Map::new();
+            meta.insert("error".into(), "arguments_too_large".into());
+            return fail(
+                format!(
+                    "the arguments are {} bytes of JSON, over the {} byte limit of a mounted tool (they travel in an environment variable); pass large data in a file (upload_file) and its path as the argument",
+                    json.len(),
+                    crate::mounts::MAX_CALL_ARGS_BYTES
+                ),
+                meta,
+            );
+        }
+        let s = &self.inner.settings;
+        let mut spec = RunSpec::sh(m.command.clone());
+        spec.cwd = s.default_cwd.clone();
+        spec.env.insert("TOOL_ARGS".into(), json.clone());
+        spec.env.insert("TOOL_NAME".into(), m.name().to_owned());
+        spec.env.insert("MOUNT_ID".into(), m.id.clone());
+        spec.stdin = Some(Bytes::from(json.into_bytes()));
+        // Killed when the client cancels or when unmount's grace period ends.
+        let ct = m.kill.child_token();
+        let link = {
+            let req = context.ct.clone();
+            let ct = ct.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = req.cancelled() => ct.cancel(),
+                    _ = ct.cancelled() => {}
+                }
+            })
+        };
+        let run = exec::run(
+            self.inner.backend.as_ref(),
+            spec,
+            m.timeout,
+            &s.limits,
+            ct,
+            None,
+            true,
+        )
+        .await;
+        link.abort();
+        let o = match run {
+            Ok(o) => o,
+            Err(e) => {
+                let mut meta = serde_json::Map::new();
+                meta.insert("exit_code".into(), 126.into());
+                meta.insert("error".into(), "could_not_run".into());
+                return fail(
+                    format!("error: the mounted tool's command could not be run: {e}"),
+                    meta,
+                );
+            }
+        };
+        let (stdout, stderr) = o.legacy.clone().unwrap_or_default();
+        let mut meta = serde_json::Map::new();
+        meta.insert("exit_code".into(), o.exit_code.into());
+        meta.insert("duration_ms".into(), o.duration_ms.into());
+        if o.cancelled {
+            let by_unmount = m.kill.is_cancelled();
+            meta.insert("killed_by_unmount".into(), by_unmount.into());
+            meta.insert("error".into(), "killed".into());
+            let why = if by_unmount {
+                format!(
+                    "{} was unmounted while this call ran and its grace period ended",
+                    m.id
+                )
+            } else {
+                "the client cancelled the call".into()
+            };
+            return fail(
+                format!(
+                    "error: the call of {} was killed (its whole process group): {why}",
+                    m.name()
+                ),
+                meta,
+            );
+        }
+        if o.timed_out {
+            meta.insert("timed_out".into(), true.into());
+            meta.insert("error".into(), "timed_out".into());
+            return fail(
+                format!(
+                    "error: {} did not finish within its {} s timeout and was killed; make the command faster, or mount it again with a larger timeout_seconds",
+                    m.name(),
+                    m.timeout.as_secs_f64()
+                ),
+                meta,
+            );
+        }
+        if o.exit_code != 0 {
+            let tail = stderr_tail(&stderr);
+            meta.insert("error".into(), "command_failed".into());
+            meta.insert("stderr_tail".into(), tail.clone().into());
+            if let Some(sig) = o.signal {
+                meta.insert("signal".into(), sig.into());
+            }
+            return fail(
+                format!(
+                    "error: the command of {} exited with code {}. stderr (last {} bytes at most):\n{tail}",
+                    m.name(),
+                    o.exit_code,
+                    STDERR_TAIL_BYTES
+                ),
+                meta,
+            );
+        }
+        if o.stdout_head.is_some() {
+            meta.insert("error".into(), "output_too_large".into());
+            return fail(
+                format!(
+                    "error: {} wrote {} bytes to stdout, over the {} byte limit of a mounted tool's result (half of --max-output-bytes); return less, or write the data to a file and return its path",
+                    m.name(),
+                    o.stdout_bytes,
+                    s.limits.output_cap / 2
+                ),
+                meta,
+            );
+        }
+        let shaped = match crate::shape::check(&stdout) {
+            Ok(x) => x,
+            Err(e) => {
+                meta.insert("error".into(), "bad_result_shape".into());
+                return fail(format!("error: {e}"), meta);
+            }
+        };
+        let mut blocks = Vec::with_capacity(shaped.content.len());
+        for (i, b) in shaped.content.into_iter().enumerate() {
+            let ty = b
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            match serde_json::from_value::<ContentBlock>(b) {
+                Ok(c) => blocks.push(c),
+                Err(e) => {
+                    meta.insert("error".into(), "bad_result_shape".into());
+                    return fail(
+                        format!(
+                            "error: block {i} (type {ty:?}) is not a content block MCP can carry: {e}. Use a text block {{\"type\":\"text\",\"text\":\"...\"}}, or image/audio (data, mimeType), resource or resource_link. {}",
+                            crate::shape::VALID_FORMS
+                        ),
+                        meta,
+                    );
+                }
+            }
+        }
+        let r = CallToolResult::success(blocks);
+        match shaped.meta {
+            // The object form's meta is the result's _meta, exactly as the tool wrote it.
+            Some(tool_meta) => r.with_meta(Some(MetaObject(tool_meta))),
+            None => r.with_meta(Some(with_id(meta))),
+        }
     }
 
     fn list_processes_tool(&self) -> CallToolResult {
@@ -1033,7 +1491,23 @@ impl ExecServer {
             .with_meta(Some(self.meta(m)))
             .into());
         }
+        if MOUNT_TOOLS.contains(&name.as_str()) && !self.inner.settings.allow_mount {
+            let mut m = serde_json::Map::new();
+            m.insert("error".into(), "mount_disabled".into());
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "error: {name} is off on this server: mounting tools is disabled by default. Whoever starts the server can enable it with --allow-mount (e2b exec-server --allow-mount); a mounted tool runs with the sandbox's powers"
+            ))])
+            .with_meta(Some(self.meta(m)))
+            .into());
+        }
         if self.inner.router.get(&name).is_none() {
+            if let Some(call) = self.inner.mounts.begin_call(&name) {
+                let r = match call {
+                    Ok(call) => self.call_mounted(call, req.arguments, context).await,
+                    Err(e) => self.mount_error(e, "being_unmounted", None),
+                };
+                return Ok(r.into());
+            }
             let known: Vec<String> = self.tools().iter().map(|t| t.name.to_string()).collect();
             return Err(ErrorData::invalid_params(
                 format!("unknown tool {name}; this server has: {}", known.join(", ")),
@@ -1054,6 +1528,15 @@ impl ExecServer {
             other => other,
         })
     }
+}
+
+/// The most bytes of stderr a failed mounted tool's error shows.
+const STDERR_TAIL_BYTES: usize = 2048;
+
+/// The last [`STDERR_TAIL_BYTES`] of `stderr`, as text.
+fn stderr_tail(stderr: &[u8]) -> String {
+    let start = stderr.len().saturating_sub(STDERR_TAIL_BYTES);
+    String::from_utf8_lossy(&stderr[start..]).into_owned()
 }
 
 /// `name: type (required)` for every property of an input schema.
@@ -1141,11 +1624,24 @@ impl ServerHandler for ExecServer {
     fn get_info(&self) -> ServerConfig {
         let mut meta = serde_json::Map::new();
         meta.insert("sandbox_id".into(), self.sandbox_id().into());
-        let mut info = InitializeResult::new(ServerCapabilities::builder().enable_tools().build());
+        let caps = if self.inner.settings.allow_mount {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build()
+        } else {
+            ServerCapabilities::builder().enable_tools().build()
+        };
+        let mut info = InitializeResult::new(caps);
         info.server_info = Implementation::new(SERVER_NAME, VERSION).with_title("E2B exec server");
         info.instructions = Some(format!(
-            "Tools run in sandbox {}. exec_command returns the program's output as text and its exit code in _meta/structuredContent; move files with upload_file/download_file (base64, chunked).",
-            self.sandbox_id()
+            "Tools run in sandbox {}. exec_command returns the program's output as text and its exit code in _meta/structuredContent; move files with upload_file/download_file (base64, chunked).{}",
+            self.sandbox_id(),
+            if self.inner.settings.allow_mount {
+                " mount adds a tool at runtime (a shell command; see its description), unmount removes it."
+            } else {
+                ""
+            }
         ));
         info.meta = Some(MetaObject(meta));
         info
@@ -1179,7 +1675,35 @@ impl ServerHandler for ExecServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.inner.router.get(name).cloned()
+        self.inner
+            .router
+            .get(name)
+            .cloned()
+            .or_else(|| self.inner.mounts.tool(name))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if self.inner.settings.allow_mount {
+            self.inner.listeners.add_peer(context.peer);
+        }
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.supported_by(&self.get_info().capabilities))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        if context.accepted().tools_list_changed == Some(true) {
+            let key = self.inner.listeners.add_sink(context.sink().clone());
+            context.cancelled().await;
+            self.inner.listeners.remove_sink(key);
+        } else {
+            context.cancelled().await;
+        }
+        Ok(())
     }
 
     async fn call_tool(

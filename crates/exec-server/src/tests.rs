@@ -14,7 +14,14 @@ use crate::{ExecServerArgs, ExecServerHandle};
 
 type Client = RunningService<RoleClient, ()>;
 
-async fn pair(mut args: ExecServerArgs) -> Client {
+async fn pair(args: ExecServerArgs) -> Client {
+    pair_with(args, ()).await
+}
+
+async fn pair_with<H: rmcp::ClientHandler>(
+    mut args: ExecServerArgs,
+    handler: H,
+) -> RunningService<RoleClient, H> {
     args.sandbox_id = Some("test-sbx".into());
     let backend = EnvdBackend::local().await.expect("embedded local sandbox");
     let handle = ExecServerHandle::with_backend(args, Arc::new(backend));
@@ -29,7 +36,152 @@ async fn pair(mut args: ExecServerArgs) -> Client {
         }
     });
     let (r, w) = tokio::io::split(c);
-    ().serve((r, w)).await.expect("client handshake")
+    handler.serve((r, w)).await.expect("client handshake")
+}
+
+/// Counts `notifications/tools/list_changed`.
+#[derive(Clone, Default)]
+struct ListChanges(Arc<std::sync::atomic::AtomicUsize>);
+
+impl rmcp::ClientHandler for ListChanges {
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl ListChanges {
+    async fn wait_for(&self, n: usize) {
+        for _ in 0..500 {
+            if self.0.load(std::sync::atomic::Ordering::SeqCst) >= n {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!(
+            "expected {n} list_changed notifications, got {}",
+            self.0.load(std::sync::atomic::Ordering::SeqCst)
+        );
+    }
+}
+
+async fn in_flight(c: &rmcp::Peer<RoleClient>, name: &str) -> Value {
+    let r = call(c, "inspect", json!({"sections": ["mounts"], "name": name})).await;
+    let doc: Value = serde_json::from_str(&text(&r)).unwrap();
+    doc["mounts"]["entries"][0]["in_flight"].clone()
+}
+
+#[tokio::test]
+async fn mount_call_and_unmount_after_quiescence() {
+    let changes = ListChanges::default();
+    let c = pair_with(
+        ExecServerArgs {
+            allow_mount: true,
+            ..Default::default()
+        },
+        changes.clone(),
+    )
+    .await;
+    let caps = c
+        .peer_info()
+        .and_then(|i| i.capabilities.tools.clone())
+        .unwrap();
+    assert_eq!(caps.list_changed, Some(true));
+    let r = call(
+        &c,
+        "mount",
+        json!({
+            "name": "args_echo",
+            "description": "echoes",
+            "input_schema": {"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]},
+            "command": "printf '{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}],\"meta\":{\"stdin\":%s,\"env\":%s}}' \"$(cat)\" \"$TOOL_ARGS\"",
+        }),
+    )
+    .await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    assert_eq!(meta(&r, "mount_id"), json!("dyn-1"));
+    changes.wait_for(1).await;
+    let tools = c.list_all_tools().await.unwrap();
+    let t = tools.iter().find(|t| t.name == "args_echo").unwrap();
+    assert_eq!(
+        t.meta.as_ref().and_then(|m| m.0.get("e2b/mount_id")),
+        Some(&json!("dyn-1"))
+    );
+    let r = call(&c, "args_echo", json!({"x": 3})).await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    assert_eq!(
+        r.meta.clone().map(|m| Value::Object(m.0)),
+        Some(json!({"stdin": {"x": 3}, "env": {"x": 3}}))
+    );
+    let r = call(&c, "args_echo", json!({})).await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(
+        text(&r).contains("\"x\" is a required property"),
+        "{}",
+        text(&r)
+    );
+
+    let r = call(
+        &c,
+        "mount",
+        json!({"name": "hang", "description": "hangs", "input_schema": {"type":"object"}, "command": "sleep 30"}),
+    )
+    .await;
+    assert_eq!(meta(&r, "mount_id"), json!("dyn-2"));
+    let peer = c.peer().clone();
+    let slow = tokio::spawn(async move { call(&peer, "hang", json!({})).await });
+    for _ in 0..500 {
+        if in_flight(&c, "hang").await == json!(1) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let r = call(&c, "unmount", json!({"id": "dyn-2", "grace_seconds": 0.2})).await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    assert_eq!(
+        (meta(&r, "finished"), meta(&r, "killed")),
+        (json!(0), json!(1))
+    );
+    // Quiescence: the killed call had ended when unmount returned (its answer is in transit).
+    let hung = tokio::time::timeout(std::time::Duration::from_secs(2), slow)
+        .await
+        .expect("the killed call was answered")
+        .unwrap();
+    assert_eq!(hung.is_error, Some(true));
+    assert_eq!(meta(&hung, "killed_by_unmount"), json!(true));
+    changes.wait_for(3).await;
+    let tools = c.list_all_tools().await.unwrap();
+    assert!(!tools.iter().any(|t| t.name == "hang"));
+    let r = call(&c, "unmount", json!({"id": "dyn-2"})).await;
+    assert!(text(&r).contains("dyn-1 (args_echo)"), "{}", text(&r));
+}
+
+#[tokio::test]
+async fn mount_is_off_by_default() {
+    let c = pair(ExecServerArgs::default()).await;
+    let caps = c
+        .peer_info()
+        .and_then(|i| i.capabilities.tools.clone())
+        .unwrap();
+    assert_ne!(caps.list_changed, Some(true));
+    let tools = c.list_all_tools().await.unwrap();
+    assert!(
+        !tools
+            .iter()
+            .any(|t| t.name == "mount" || t.name == "unmount")
+    );
+    let r = call(&c, "mount", json!({})).await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("--allow-mount"), "{}", text(&r));
+    let r = call(&c, "inspect", json!({"sections": ["sandbox", "mounts"]})).await;
+    let doc: Value = serde_json::from_str(&text(&r)).unwrap();
+    assert_eq!(doc["mounts"]["enabled"], json!(false));
+    assert_eq!(doc["sandbox"]["isolation"], json!("off"), "{doc}");
+    assert!(
+        doc["sandbox"]["isolation_detail"]
+            .as_str()
+            .unwrap()
+            .contains("Sandbox::local")
+    );
 }
 
 fn obj(v: Value) -> JsonObject {
@@ -39,7 +191,7 @@ fn obj(v: Value) -> JsonObject {
     }
 }
 
-async fn call(c: &Client, tool: &str, args: Value) -> CallToolResult {
+async fn call(c: &rmcp::Peer<RoleClient>, tool: &str, args: Value) -> CallToolResult {
     c.call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(obj(args)))
         .await
         .expect("call_tool")
@@ -59,7 +211,7 @@ fn meta(r: &CallToolResult, k: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-async fn exec(c: &Client, cmd: &str) -> CallToolResult {
+async fn exec(c: &rmcp::Peer<RoleClient>, cmd: &str) -> CallToolResult {
     call(c, "exec_command", json!({ "cmd": cmd })).await
 }
 
@@ -599,8 +751,10 @@ fn tool_definitions_come_from_the_types() {
             "kill_process",
             "list_processes",
             "ls",
+            "mount",
             "read",
             "read_output",
+            "unmount",
             "upload_file",
             "write",
             "write_stdin"
@@ -642,4 +796,69 @@ fn tool_definitions_come_from_the_types() {
         .and_then(Value::as_object)
         .unwrap();
     assert!(props.contains_key("total_size"));
+}
+
+fn staged_parts(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains(".e2b-upload-"))
+        .count()
+}
+
+#[tokio::test]
+async fn abandoned_chunked_uploads_leave_no_staged_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let dest = format!("{}/big.bin", dir.path().display());
+    let first = json!({"path": dest, "content_base64": "aGVsbG8=", "offset": 0, "total_size": 10});
+
+    // Restarting at offset 0 removes the parts of the upload it replaces.
+    let c = pair(ExecServerArgs::default()).await;
+    for _ in 0..3 {
+        let r = call(&c, "upload_file", first.clone()).await;
+        assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    }
+    assert_eq!(staged_parts(dir.path()), 1);
+    let r = call(
+        &c,
+        "upload_file",
+        json!({"path": dest, "content_base64": "d29ybGQ=", "offset": 5, "total_size": 10}),
+    )
+    .await;
+    assert_eq!(meta(&r, "complete"), json!(true), "{}", text(&r));
+    assert_eq!(std::fs::read(&dest).unwrap(), b"helloworld");
+    assert_eq!(staged_parts(dir.path()), 0);
+    std::fs::remove_file(&dest).unwrap();
+    c.cancel().await.unwrap();
+
+    // An upload idle past --upload-idle-seconds is abandoned by the reaper, parts and all.
+    let c = pair(ExecServerArgs {
+        upload_idle_seconds: 0.3,
+        ..Default::default()
+    })
+    .await;
+    let r = call(&c, "upload_file", first.clone()).await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    assert!(staged_parts(dir.path()) >= 1);
+    // A hang guard, not a timing assertion: the reaper runs every idle/4.
+    for _ in 0..400 {
+        if staged_parts(dir.path()) == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        staged_parts(dir.path()),
+        0,
+        "the abandoned upload's parts were not removed"
+    );
+    let r = call(
+        &c,
+        "upload_file",
+        json!({"path": dest, "content_base64": "d29ybGQ=", "offset": 5, "total_size": 10}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("start again at offset 0"), "{}", text(&r));
+    assert!(!std::path::Path::new(&dest).exists());
 }
