@@ -862,3 +862,32 @@ async fn abandoned_chunked_uploads_leave_no_staged_parts() {
     assert!(text(&r).contains("start again at offset 0"), "{}", text(&r));
     assert!(!std::path::Path::new(&dest).exists());
 }
+
+#[tokio::test]
+async fn isolation_is_probed_for_an_envd_url_on_this_machine() {
+    use crate::backend::SandboxBackend as _;
+    // The embedded sandbox: known without a probe.
+    let local = EnvdBackend::local().await.unwrap();
+    let iso = local.isolation().await;
+    assert_eq!(iso["isolation"], json!("off"), "{iso}");
+    // The same daemon reached by URL, as `--sandbox` does: its commands run in this process's
+    // namespaces, which the probe sees.
+    let sandbox = e2b::Sandbox::local().await.unwrap();
+    let remote = EnvdBackend::remote(sandbox.url(), sandbox.connection().access_token())
+        .await
+        .unwrap();
+    let iso = remote.isolation().await;
+    assert_eq!(iso["isolation"], json!("off"), "{iso}");
+    assert!(
+        iso["detail"]
+            .as_str()
+            .unwrap()
+            .contains("this machine's own PID and mount namespaces"),
+        "{iso}"
+    );
+    // Another machine's envd: nothing to compare with.
+    let far = EnvdBackend::remote("http://192.0.2.1:49983", None)
+        .await
+        .unwrap();
+    assert_eq!(far.isolation().await["isolation"], json!("unknown"));
+}
