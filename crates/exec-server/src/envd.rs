@@ -221,6 +221,12 @@ async fn isolation_of(b: &EnvdBackend) -> (&'static str, String) {
             return ("unknown", format!("probing the envd at {url} failed: {e}"));
         }
     };
+    judge(&url, &mine, &theirs)
+}
+
+/// Compares the namespaces (`pid:[...]`, `mnt:[...]`, `user:[...]` as `readlink` prints them,
+/// in [`NAMESPACES`] order) of this server with those of a command in the sandbox.
+fn judge(url: &str, mine: &[String], theirs: &[String]) -> (&'static str, String) {
     if mine.iter().any(String::is_empty) || theirs.len() != mine.len() {
         return (
             "unknown",
@@ -229,7 +235,7 @@ async fn isolation_of(b: &EnvdBackend) -> (&'static str, String) {
     }
     let differ: Vec<&str> = NAMESPACES
         .iter()
-        .zip(mine.iter().zip(&theirs))
+        .zip(mine.iter().zip(theirs))
         .filter(|(_, (a, b))| a != b)
         .map(|(n, _)| *n)
         .collect();
@@ -462,5 +468,28 @@ impl SandboxBackend for EnvdBackend {
             .remove(path)
             .await
             .map_err(|e| classify(path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_decide_isolation() {
+        let v = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let host = v(&["pid:[1]", "mnt:[2]", "user:[3]"]);
+        assert_eq!(judge("u", &host, &host).0, "off");
+        let sandbox = v(&["pid:[7]", "mnt:[8]", "user:[3]"]);
+        let (iso, detail) = judge("u", &host, &sandbox);
+        assert_eq!(iso, "on");
+        assert!(detail.contains("pid, mnt"), "{detail}");
+        // Only a PID namespace apart (the files are the host's): not a sandbox.
+        assert_eq!(
+            judge("u", &host, &v(&["pid:[7]", "mnt:[2]", "user:[3]"])).0,
+            "off"
+        );
+        assert_eq!(judge("u", &host, &v(&["pid:[7]"])).0, "unknown");
+        assert_eq!(judge("u", &v(&["", "", ""]), &host).0, "unknown");
     }
 }
