@@ -43,8 +43,8 @@ async fn main() -> Result<(), BoxError> {
         .run(
             "for i in 1 2 3; do echo line $i; done; echo a warning >&2; exit 3",
             CommandOptions::new()
-                .on_stdout(OutputCallback::text(|s: &str| print!("stdout: {s}")))
-                .on_stderr(OutputCallback::text(|s: &str| eprint!("stderr: {s}"))),
+                .on_stdout(OutputCallback::text(|s: &str| print!("{s}")))
+                .on_stderr(OutputCallback::text(|s: &str| eprint!("{s}"))),
         )
         .await?;
     println!(

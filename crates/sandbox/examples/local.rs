@@ -29,17 +29,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .await?;
     println!("exit code {}", out.exit_code);
 
-    // Files, relative to the sandbox's working directory.
+    // Files. Relative file paths resolve against the user's home, as in E2B; commands run in
+    // the sandbox's working directory. Absolute paths in that directory keep this example tidy.
+    let workdir = sandbox
+        .workdir()
+        .ok_or("a local sandbox has a temporary working directory")?
+        .display()
+        .to_string();
+    let notes = format!("{workdir}/notes");
     sandbox
         .files()
-        .write("notes/hello.txt", "hi from the host\n")
+        .write(&format!("{notes}/hello.txt"), "hi from the host\n")
         .await?;
     let cat = sandbox
         .commands()
-        .run("cat notes/hello.txt", CommandOptions::new())
+        .run("cat notes/hello.txt", CommandOptions::new().check(true))
         .await?;
     print!("the sandbox reads: {}", cat.stdout);
-    let listed = sandbox.files().list("notes", 1).await?;
+    let listed = sandbox.files().list(&notes, 1).await?;
     println!(
         "notes/ holds {:?}",
         listed.iter().map(|e| &e.name).collect::<Vec<_>>()
