@@ -16,6 +16,9 @@ member, reusing the one target directory:
              a line saying so, while a crate has no release tag
   msrv       cargo +<rust-version> check -p X when that toolchain is installed; otherwise a line
              says it is skipped (CI_CRATES_REQUIRE_MSRV=1 makes that an error)
+  examples   cargo build --examples for the selected crates, then runs the examples a crate lists
+             in `[package.metadata.ci] run-examples` (the ones that need no account: they embed
+             the local daemon), each with a hang guard, so the usage examples stay true
   changesets scripts/changeset-version --dry-run: what the next release would publish
 """
 
@@ -29,7 +32,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STEPS = ("docs", "doctests", "features", "publish", "semver", "msrv", "changesets")
+STEPS = ("docs", "doctests", "features", "examples", "publish", "semver", "msrv", "changesets")
+# A hang guard for one example run (they take a few seconds; none may hang CI).
+EXAMPLE_HANG_GUARD_SECS = 120
 
 
 def say(msg: str) -> None:
@@ -65,6 +70,7 @@ def members() -> list[dict]:
             "all_deps": sorted({d["name"] for d in p["dependencies"] if d["name"] in pkgs}),
             "default_features": bool(p["features"].get("default")),
             "rust_version": p.get("rust_version"),
+            "run_examples": ((p.get("metadata") or {}).get("ci") or {}).get("run-examples", []),
             "dir": os.path.relpath(os.path.dirname(p["manifest_path"]), ROOT),
         }
     ordered: list[dict] = []
@@ -221,6 +227,39 @@ def main(argv: list[str]) -> int:
             say(f"cargo check --no-default-features: {c['name']}")
             if not run(["cargo", "check", "-p", c["name"], "--no-default-features", "--locked"]):
                 failed.append(f"features {c['name']}")
+
+    if "examples" in steps:
+        say(f"cargo build --examples: {' '.join(names)}")
+        args = ["cargo", "build", "--examples", "--locked"]
+        for n in names:
+            args += ["-p", n]
+        if not run(args):
+            failed.append("examples build")
+        else:
+            target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+            # The examples that embed the daemon must not reach for another envd or the cloud.
+            env = {k: v for k, v in os.environ.items()
+                   if k not in ("E2B_SANDBOX_URL", "E2B_ACCESS_TOKEN", "E2B_API_KEY", "E2B_API_URL")}
+            for c in selected:
+                for ex in c["run_examples"]:
+                    exe = os.path.join(target, "debug", "examples", ex)
+                    say(f"example {c['name']}/{ex}")
+                    t0 = time.monotonic()
+                    try:
+                        code = subprocess.run([exe], cwd=ROOT, env=env,
+                                              timeout=EXAMPLE_HANG_GUARD_SECS).returncode
+                    except subprocess.TimeoutExpired:
+                        print(f"ci-crates: example {c['name']}/{ex} still ran after "
+                              f"{EXAMPLE_HANG_GUARD_SECS} s (hang guard): it was stopped", file=sys.stderr)
+                        code = -1
+                    except FileNotFoundError:
+                        print(f"ci-crates: {c['name']} lists example {ex} in [package.metadata.ci] "
+                              f"run-examples, but {exe} was not built: fix the name", file=sys.stderr)
+                        code = -1
+                    print(f"    {c['name']}/{ex}: exit {code} in {time.monotonic() - t0:.1f} s",
+                          file=sys.stderr)
+                    if code != 0:
+                        failed.append(f"example {c['name']}/{ex}")
 
     if "publish" in steps:
         pub = [c["name"] for c in selected if c["publish"]]

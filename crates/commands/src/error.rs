@@ -240,16 +240,10 @@ impl From<EnvdError> for CommandError {
             EnvdError::Authentication { message } => Self::Authentication { message },
             EnvdError::SandboxUnavailable { message } => Self::SandboxUnavailable { message },
             EnvdError::RateLimited { message } => Self::RateLimited { message },
-            EnvdError::RequestTimeout { elapsed_ms } => Self::RequestTimeout {
-                timeout_ms: elapsed_ms,
-            },
+            EnvdError::RequestTimeout { timeout_ms } => Self::RequestTimeout { timeout_ms },
             EnvdError::DeadlineExceeded { message } => Self::DeadlineExceeded { message },
             EnvdError::Cancelled { message } => Self::Cancelled { message },
             EnvdError::UnsupportedFeature(u) => Self::UnsupportedFeature(u),
-            EnvdError::InvalidEndpoint(message) => Self::Transport {
-                message,
-                source: None,
-            },
             e @ EnvdError::Transport { .. } => Self::Transport {
                 message: e.to_string(),
                 source: Some(Arc::new(e)),

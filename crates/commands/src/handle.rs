@@ -11,6 +11,7 @@ use bytes::Bytes;
 use futures::Stream;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
+use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::decode::decode_buffer;
@@ -294,6 +295,10 @@ impl CommandHandle {
     /// already ended, [`wait`](Self::wait) still returns its exit status; otherwise `wait` fails
     /// with [`CommandError::Disconnected`].
     ///
+    /// # Errors
+    ///
+    /// None: it returns nothing.
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe: the disconnect takes effect when the call starts; a dropped future leaves the
@@ -372,7 +377,9 @@ impl CommandHandle {
     pub fn take_events_shared(&self) -> Option<CommandEvents> {
         let mut rx = lock(&self.shared.events_rx);
         if let Some(rx) = rx.take() {
-            return Some(CommandEvents { rx });
+            return Some(CommandEvents {
+                rx: ReceiverStream::new(rx),
+            });
         }
         let mut tx = lock(&self.shared.events_tx);
         if tx.is_some() || self.is_finished() {
@@ -381,7 +388,9 @@ impl CommandHandle {
         }
         let (new_tx, new_rx) = mpsc::channel(EVENT_BUFFER);
         *tx = Some(new_tx);
-        Some(CommandEvents { rx: new_rx })
+        Some(CommandEvents {
+            rx: ReceiverStream::new(new_rx),
+        })
     }
 }
 
@@ -390,17 +399,22 @@ impl CommandHandle {
 /// Ends after [`CommandEvent::Exit`] or after an error item.
 #[derive(Debug)]
 pub struct CommandEvents {
-    rx: mpsc::Receiver<EventItem>,
+    rx: ReceiverStream<EventItem>,
 }
 
 impl CommandEvents {
     /// The next event, or `None` at the end.
     ///
+    /// # Errors
+    ///
+    /// An item is `Err` when following the command failed (the connection broke, a callback
+    /// failed, the follow timeout expired); the stream ends after it.
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe: an event is only taken from the channel when the future completes.
     pub async fn recv(&mut self) -> Option<Result<CommandEvent, CommandError>> {
-        self.rx.recv().await
+        self.rx.as_mut().recv().await
     }
 }
 
@@ -408,6 +422,6 @@ impl Stream for CommandEvents {
     type Item = Result<CommandEvent, CommandError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.rx.poll_recv(cx)
+        Pin::new(&mut self.rx).poll_next(cx)
     }
 }

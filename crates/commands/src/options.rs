@@ -299,7 +299,8 @@ impl OutputCallback {
 /// Options of [`Commands::run`](crate::Commands::run), [`start`](crate::Commands::start) and
 /// [`start_streaming`](crate::Commands::start_streaming).
 ///
-/// Unset fields take the method's default (see each field). Build with the setters:
+/// Private fields and one by-value setter each (`docs/api-style.md`); a setting left unset
+/// takes the method's default (each setter says which):
 ///
 /// ```
 /// use std::time::Duration;
@@ -317,44 +318,44 @@ impl OutputCallback {
 pub struct CommandOptions {
     /// Working directory. `None` = the sandbox's default (the user's home, or the daemon's
     /// workdir). A directory that does not exist fails with [`CommandError::InvalidArgument`](crate::CommandError::InvalidArgument).
-    pub cwd: Option<String>,
+    pub(crate) cwd: Option<String>,
     /// Extra environment variables (added to envd's own).
-    pub envs: HashMap<String, String>,
+    pub(crate) envs: HashMap<String, String>,
     /// The user to run as. `None` = the endpoint's user, else envd's default user.
-    pub user: Option<String>,
+    pub(crate) user: Option<String>,
     /// Whether the command gets a stdin pipe. Default: closed (`/dev/null`) for `run`/`start`,
     /// as E2B; open for `start_streaming`.
-    pub stdin: Option<bool>,
+    pub(crate) stdin: Option<bool>,
     /// A tag to find the process by ([`Commands::connect`](crate::Commands::connect), `list`).
-    pub tag: Option<String>,
+    pub(crate) tag: Option<String>,
     /// Run in a pseudo-terminal of this size. PTY output arrives as
     /// [`CommandEvent::Pty`](crate::CommandEvent::Pty) and goes to `on_stdout` and the retained stdout.
-    pub pty: Option<PtySize>,
+    pub(crate) pty: Option<PtySize>,
     /// How long to wait for envd to start the command (until the start event).
     /// Default [`DEFAULT_REQUEST_TIMEOUT`]; zero = no limit.
-    pub request_timeout: Option<Duration>,
+    pub(crate) request_timeout: Option<Duration>,
     /// The command timeout: the process's lifetime, after which envd kills it (sent as
     /// `Connect-Timeout-Ms`). Default [`DEFAULT_COMMAND_TIMEOUT`] for `run` and `start`, none for
     /// `start_streaming`; `Some(Duration::ZERO)` = none.
-    pub timeout: Option<Duration>,
+    pub(crate) timeout: Option<Duration>,
     /// Whether the handle keeps the output. Default `true` for `run`/`start`, `false` for
     /// `start_streaming`. With `false` no output byte is kept; only callbacks and the event
     /// stream see it. The exit status is kept either way.
-    pub retain_output: Option<bool>,
+    pub(crate) retain_output: Option<bool>,
     /// Called with each stdout (or PTY) chunk.
-    pub on_stdout: Option<OutputCallback>,
+    pub(crate) on_stdout: Option<OutputCallback>,
     /// Called with each stderr chunk.
-    pub on_stderr: Option<OutputCallback>,
+    pub(crate) on_stderr: Option<OutputCallback>,
     /// Whether the handle's event stream ([`CommandHandle::take_events`](crate::CommandHandle::take_events))
     /// receives every event from the start. Default: on when nothing else would see the output
     /// (no retention and no callbacks), else off; a stream taken later sees events from then on.
     /// While on and unread, the stream applies back-pressure.
-    pub events: Option<bool>,
+    pub(crate) events: Option<bool>,
     /// Make [`Commands::run`](crate::Commands::run) fail with
     /// [`CommandError::Exit`](crate::CommandError::Exit) on a non-zero exit (default: exit status is data).
-    pub check: bool,
+    pub(crate) check: bool,
     /// Ask envd for keepalive events this often on the output stream. Default 50 s (E2B's).
-    pub keepalive: Option<Duration>,
+    pub(crate) keepalive: Option<Duration>,
 }
 
 impl fmt::Debug for CommandOptions {
@@ -379,21 +380,23 @@ impl fmt::Debug for CommandOptions {
 }
 
 impl CommandOptions {
-    /// Default options.
+    /// Default options: every setting takes the method's default (each setter says which).
     pub fn new() -> Self {
         Self::default()
     }
-    /// Sets the working directory.
+    /// The working directory. Default: the sandbox's (the user's home, or the daemon's workdir).
+    /// A directory that does not exist fails with
+    /// [`CommandError::InvalidArgument`](crate::CommandError::InvalidArgument).
     pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
         self.cwd = Some(cwd.into());
         self
     }
-    /// Adds one environment variable.
+    /// Adds one environment variable (on top of envd's own).
     pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.envs.insert(key.into(), value.into());
         self
     }
-    /// Adds environment variables.
+    /// Adds environment variables (on top of envd's own).
     pub fn envs<I, K, V>(mut self, vars: I) -> Self
     where
         I: IntoIterator<Item = (K, V)>,
@@ -404,32 +407,39 @@ impl CommandOptions {
             .extend(vars.into_iter().map(|(k, v)| (k.into(), v.into())));
         self
     }
-    /// Sets the user.
+    /// The user to run as. Default: the endpoint's user, else envd's default user.
     pub fn user(mut self, user: impl Into<String>) -> Self {
         self.user = Some(user.into());
         self
     }
-    /// Opens (`true`) or closes (`false`) stdin.
+    /// Opens (`true`) or closes (`false`, `/dev/null`) the command's stdin. Default: closed for
+    /// `run`/`start`, as E2B; open for `start_streaming`.
     pub fn stdin(mut self, open: bool) -> Self {
         self.stdin = Some(open);
         self
     }
-    /// Sets the tag.
+    /// A tag to find the process by ([`Commands::connect`](crate::Commands::connect),
+    /// [`Commands::list`](crate::Commands::list)).
     pub fn tag(mut self, tag: impl Into<String>) -> Self {
         self.tag = Some(tag.into());
         self
     }
-    /// Runs in a pseudo-terminal of this size.
+    /// Runs in a pseudo-terminal of this size. PTY output arrives as
+    /// [`CommandEvent::Pty`](crate::CommandEvent::Pty) and goes to `on_stdout` and the retained
+    /// stdout.
     pub fn pty(mut self, size: PtySize) -> Self {
         self.pty = Some(size);
         self
     }
-    /// Sets the request timeout (zero = none).
+    /// How long to wait for envd to start the command (until the start event). Default
+    /// [`DEFAULT_REQUEST_TIMEOUT`]; zero = no limit.
     pub fn request_timeout(mut self, t: Duration) -> Self {
         self.request_timeout = Some(t);
         self
     }
-    /// Sets the command timeout (zero = none).
+    /// The command timeout: the process's lifetime, after which envd kills it (sent as
+    /// `Connect-Timeout-Ms`). Default [`DEFAULT_COMMAND_TIMEOUT`] for `run` and `start`, none for
+    /// `start_streaming`; zero = none (see [`no_timeout`](Self::no_timeout)).
     pub fn timeout(mut self, t: Duration) -> Self {
         self.timeout = Some(t);
         self
@@ -438,32 +448,39 @@ impl CommandOptions {
     pub fn no_timeout(self) -> Self {
         self.timeout(Duration::ZERO)
     }
-    /// Keeps (`true`) or discards (`false`) output in the handle.
+    /// Keeps (`true`) or discards (`false`) output in the handle. Default `true` for
+    /// `run`/`start`, `false` for `start_streaming`. With `false` no output byte is kept; only
+    /// callbacks and the event stream see it. The exit status is kept either way.
     pub fn retain_output(mut self, retain: bool) -> Self {
         self.retain_output = Some(retain);
         self
     }
-    /// Sets the stdout callback.
+    /// Called with each stdout (or PTY) chunk.
     pub fn on_stdout(mut self, cb: OutputCallback) -> Self {
         self.on_stdout = Some(cb);
         self
     }
-    /// Sets the stderr callback.
+    /// Called with each stderr chunk.
     pub fn on_stderr(mut self, cb: OutputCallback) -> Self {
         self.on_stderr = Some(cb);
         self
     }
-    /// Feeds the event stream from the start (`true`) or only once taken (`false`).
+    /// Whether the handle's event stream ([`CommandHandle::take_events`](crate::CommandHandle::take_events))
+    /// receives every event from the start (`true`) or only once taken (`false`). Default: on
+    /// when nothing else would see the output (no retention and no callbacks), else off. While
+    /// on and unread, the stream applies back-pressure.
     pub fn events(mut self, on: bool) -> Self {
         self.events = Some(on);
         self
     }
-    /// Turns a non-zero exit into [`CommandError::Exit`](crate::CommandError::Exit) in `run`.
+    /// Makes [`Commands::run`](crate::Commands::run) fail with
+    /// [`CommandError::Exit`](crate::CommandError::Exit) on a non-zero exit. Default `false`: the
+    /// exit status is data.
     pub fn check(mut self, check: bool) -> Self {
         self.check = check;
         self
     }
-    /// Sets the keepalive interval asked of envd.
+    /// Asks envd for keepalive events this often on the output stream. Default 50 s (E2B's).
     pub fn keepalive(mut self, every: Duration) -> Self {
         self.keepalive = Some(every);
         self
@@ -475,21 +492,21 @@ impl CommandOptions {
 #[non_exhaustive]
 pub struct ConnectOptions {
     /// How long to wait for envd to answer. Default [`DEFAULT_REQUEST_TIMEOUT`]; zero = none.
-    pub request_timeout: Option<Duration>,
+    pub(crate) request_timeout: Option<Duration>,
     /// Stop following the process after this long; the handle's `wait()` then fails with
     /// [`CommandError::DeadlineExceeded`](crate::CommandError::DeadlineExceeded), but the process
     /// is **not** killed (envd's lifetime applies only to `Start`). Default none.
-    pub timeout: Option<Duration>,
+    pub(crate) timeout: Option<Duration>,
     /// Whether the handle keeps output from now on. Default `true`.
-    pub retain_output: Option<bool>,
+    pub(crate) retain_output: Option<bool>,
     /// Called with each stdout (or PTY) chunk.
-    pub on_stdout: Option<OutputCallback>,
+    pub(crate) on_stdout: Option<OutputCallback>,
     /// Called with each stderr chunk.
-    pub on_stderr: Option<OutputCallback>,
+    pub(crate) on_stderr: Option<OutputCallback>,
     /// See [`CommandOptions::events`].
-    pub events: Option<bool>,
+    pub(crate) events: Option<bool>,
     /// Keepalive interval asked of envd. Default 50 s.
-    pub keepalive: Option<Duration>,
+    pub(crate) keepalive: Option<Duration>,
 }
 
 impl fmt::Debug for ConnectOptions {
@@ -507,41 +524,43 @@ impl fmt::Debug for ConnectOptions {
 }
 
 impl ConnectOptions {
-    /// Default options.
+    /// Default options: every setting takes its default (each setter says which).
     pub fn new() -> Self {
         Self::default()
     }
-    /// Sets the request timeout.
+    /// How long to wait for envd to answer. Default [`DEFAULT_REQUEST_TIMEOUT`]; zero = none.
     pub fn request_timeout(mut self, t: Duration) -> Self {
         self.request_timeout = Some(t);
         self
     }
-    /// Stops following after `t` (the process is not killed).
+    /// Stops following the process after `t`; the handle's `wait()` then fails with
+    /// [`CommandError::DeadlineExceeded`](crate::CommandError::DeadlineExceeded), but the process
+    /// is **not** killed (envd's lifetime applies only to `Start`). Default: no limit.
     pub fn timeout(mut self, t: Duration) -> Self {
         self.timeout = Some(t);
         self
     }
-    /// Keeps (`true`) or discards (`false`) output in the handle.
+    /// Keeps (`true`) or discards (`false`) output in the handle from now on. Default `true`.
     pub fn retain_output(mut self, retain: bool) -> Self {
         self.retain_output = Some(retain);
         self
     }
-    /// Sets the stdout callback.
+    /// Called with each stdout (or PTY) chunk.
     pub fn on_stdout(mut self, cb: OutputCallback) -> Self {
         self.on_stdout = Some(cb);
         self
     }
-    /// Sets the stderr callback.
+    /// Called with each stderr chunk.
     pub fn on_stderr(mut self, cb: OutputCallback) -> Self {
         self.on_stderr = Some(cb);
         self
     }
-    /// Feeds the event stream from the start.
+    /// Feeds the event stream from the start; see [`CommandOptions::events`].
     pub fn events(mut self, on: bool) -> Self {
         self.events = Some(on);
         self
     }
-    /// Sets the keepalive interval asked of envd.
+    /// Asks envd for keepalive events this often. Default 50 s.
     pub fn keepalive(mut self, every: Duration) -> Self {
         self.keepalive = Some(every);
         self

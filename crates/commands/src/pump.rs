@@ -12,7 +12,7 @@ use futures::StreamExt as _;
 use tokio::time::Instant;
 
 use crate::decode::Utf8Decoder;
-use crate::error::CommandError;
+use crate::error::{CallbackError, CommandError};
 use crate::options::{CallbackKind, OutputCallback};
 use crate::output::{CommandEvent, ExitStatus};
 use crate::state::{Guard, ProcessEvents, Shared, lock};
@@ -264,27 +264,14 @@ impl Reader {
             return stop;
         }
         let res = match &cb.0 {
-            CallbackKind::Text(f) => {
-                let mut f = lock(f);
-                f(&text)
-            }
+            CallbackKind::Text(f) => (*lock(f))(&text),
             CallbackKind::TextAsync(f) => {
-                let fut = {
-                    let mut f = lock(f);
-                    f(text)
-                };
-                tokio::select! {
-                    biased;
-                    _ = self.shared.cancel.cancelled() => Ok(()),
-                    r = fut => r,
-                }
+                let fut = (*lock(f))(text);
+                self.unless_cancelled(fut).await
             }
             CallbackKind::Bytes(_) | CallbackKind::BytesAsync(_) => Ok(()),
         };
-        match res {
-            Ok(()) => Flow::Go,
-            Err(e) => Flow::Stop(CommandError::callback(name, e)),
-        }
+        Self::after_callback(name, res)
     }
 
     async fn call_bytes(&self, cb: &OutputCallback, name: &'static str, bytes: Bytes) -> Flow {
@@ -292,23 +279,30 @@ impl Reader {
             return stop;
         }
         let res = match &cb.0 {
-            CallbackKind::Bytes(f) => {
-                let mut f = lock(f);
-                f(&bytes)
-            }
+            CallbackKind::Bytes(f) => (*lock(f))(&bytes),
             CallbackKind::BytesAsync(f) => {
-                let fut = {
-                    let mut f = lock(f);
-                    f(bytes)
-                };
-                tokio::select! {
-                    biased;
-                    _ = self.shared.cancel.cancelled() => Ok(()),
-                    r = fut => r,
-                }
+                let fut = (*lock(f))(bytes);
+                self.unless_cancelled(fut).await
             }
             CallbackKind::Text(_) | CallbackKind::TextAsync(_) => Ok(()),
         };
+        Self::after_callback(name, res)
+    }
+
+    /// Awaits an async callback's future; a disconnect stops waiting for it (as success: the
+    /// disconnect itself decides what `wait` reports).
+    async fn unless_cancelled(
+        &self,
+        fut: impl Future<Output = Result<(), CallbackError>>,
+    ) -> Result<(), CallbackError> {
+        tokio::select! {
+            biased;
+            _ = self.shared.cancel.cancelled() => Ok(()),
+            r = fut => r,
+        }
+    }
+
+    fn after_callback(name: &'static str, res: Result<(), CallbackError>) -> Flow {
         match res {
             Ok(()) => Flow::Go,
             Err(e) => Flow::Stop(CommandError::callback(name, e)),

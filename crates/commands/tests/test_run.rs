@@ -1,11 +1,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! `run`: output, exit status as data, special characters, multiline, cwd, envs, check().
+//! `run`: output, exit status as data, special characters, multiline, cwd, envs, check(), and
+//! what dropping its future does (the command keeps running).
 
 mod common;
 
 use common::Via;
 
-use e2b_commands::{CommandError, CommandLine, CommandOptions};
+use e2b_commands::{CommandError, CommandLine, CommandOptions, ConnectOptions, OutputCallback};
 
 async fn run_echo(via: Via) {
     let env = common::env_via(via).await;
@@ -139,3 +140,70 @@ async fn run_futures_are_send(via: Via) {
     assert_eq!(out.stdout, "spawned\n");
 }
 common::transport_cases!(run_futures_are_send: h2c, in_process);
+
+/// `run`'s documented cancel safety: dropping its future once envd started the command does
+/// not kill the command. Shown by event order, no clock: the command prints, the future is
+/// dropped, the test reattaches by tag, releases the command (a file it waits for), and reads
+/// its clean exit and its last line.
+async fn dropping_the_run_future_leaves_the_command_running(via: Via) {
+    let env = common::env_via(via).await;
+    let dir = env
+        .commands
+        .run("mktemp -d", CommandOptions::new().check(true))
+        .await
+        .unwrap()
+        .stdout
+        .trim()
+        .to_owned();
+    let tag = format!("dropped-run-{via:?}");
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let started_tx = std::sync::Mutex::new(Some(started_tx));
+    let opts = CommandOptions::new()
+        .cwd(dir.clone())
+        .tag(tag.clone())
+        .on_stdout(OutputCallback::text(move |_: &str| {
+            if let Some(tx) = started_tx.lock().unwrap().take() {
+                let _ = tx.send(());
+            }
+        }));
+    let run = env.commands.run(
+        "echo started; while [ ! -e go ]; do sleep 0.02; done; echo finished",
+        opts,
+    );
+    tokio::select! {
+        out = run => panic!("run ended before it was released: {out:?}"),
+        started = started_rx => started.unwrap(),
+    }
+    // The run future is dropped here, with the command waiting for `go`.
+
+    let listed = env.commands.list().await.unwrap();
+    assert!(
+        listed
+            .iter()
+            .any(|p| p.tag.as_deref() == Some(tag.as_str())),
+        "the command is gone after its run future was dropped: {listed:?}"
+    );
+    let handle = env
+        .commands
+        .connect(tag.as_str(), ConnectOptions::new())
+        .await
+        .unwrap();
+    env.commands
+        .run(
+            "touch go",
+            CommandOptions::new().cwd(dir.clone()).check(true),
+        )
+        .await
+        .unwrap();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(30), handle.wait())
+        .await
+        .expect("hang guard: the released command did not end")
+        .unwrap();
+    assert_eq!(out.exit_code, 0, "{out:?}");
+    assert!(out.stdout.contains("finished"), "{out:?}");
+    env.commands
+        .run(format!("rm -rf '{dir}'"), CommandOptions::new())
+        .await
+        .unwrap();
+}
+common::transport_cases!(dropping_the_run_future_leaves_the_command_running: h2c, grpc_web, in_process);

@@ -76,10 +76,10 @@ where
 fn parse_uri(url: &str) -> Result<http::Uri, EnvdError> {
     let uri: http::Uri = url
         .parse()
-        .map_err(|e| EnvdError::InvalidEndpoint(format!("'{url}' is not a URL: {e}")))?;
+        .map_err(|e| EnvdError::invalid_endpoint_from(format!("'{url}' is not a URL: {e}"), e))?;
     match uri.scheme_str() {
         Some("http" | "https") => Ok(uri),
-        _ => Err(EnvdError::InvalidEndpoint(format!(
+        _ => Err(EnvdError::invalid_endpoint(format!(
             "'{url}' must start with http:// or https://"
         ))),
     }
@@ -88,7 +88,7 @@ fn parse_uri(url: &str) -> Result<http::Uri, EnvdError> {
 pub(crate) fn h2c(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
     let uri = parse_uri(&endpoint.url)?;
     if uri.scheme_str() == Some("https") {
-        return Err(EnvdError::InvalidEndpoint(format!(
+        return Err(EnvdError::invalid_endpoint(format!(
             "'{}': the gRPC (h2c) transport is plaintext only; use Transport::GrpcWeb for https",
             endpoint.url
         )));
@@ -109,20 +109,23 @@ pub(crate) fn h2c(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
 
 /// rustls with the public WebPKI roots plus the endpoint's extra roots.
 fn tls_config(endpoint: &EnvdEndpoint) -> Result<rustls::ClientConfig, EnvdError> {
-    let tls_err =
-        |e: &dyn std::fmt::Display| EnvdError::InvalidEndpoint(format!("TLS setup failed: {e}"));
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     for der in &endpoint.extra_root_certificates {
         roots
             .add(rustls::pki_types::CertificateDer::from(der.clone()))
-            .map_err(|e| tls_err(&format!("extra root certificate rejected: {e}")))?;
+            .map_err(|e| {
+                EnvdError::invalid_endpoint_from(
+                    format!("TLS setup failed: extra root certificate rejected: {e}"),
+                    e,
+                )
+            })?;
     }
     let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
-    .map_err(|e| tls_err(&e))?
+    .map_err(|e| EnvdError::invalid_endpoint_from(format!("TLS setup failed: {e}"), e))?
     .with_root_certificates(roots)
     .with_no_client_auth();
     Ok(config)

@@ -98,7 +98,7 @@ impl EnvdConnection {
         let mut http = reqwest::Client::builder().default_headers(default_headers);
         for der in &endpoint.extra_root_certificates {
             let cert = reqwest::Certificate::from_der(der).map_err(|e| {
-                EnvdError::InvalidEndpoint(format!("extra root certificate rejected: {e}"))
+                EnvdError::invalid_endpoint_from(format!("extra root certificate rejected: {e}"), e)
             })?;
             http = http.add_root_certificate(cert);
         }
@@ -106,7 +106,7 @@ impl EnvdConnection {
             .connect_timeout(endpoint.connect_timeout)
             .build()
             .map_err(|e| {
-                EnvdError::InvalidEndpoint(format!("cannot build the HTTP client: {e}"))
+                EnvdError::invalid_endpoint_from(format!("cannot build the HTTP client: {e}"), e)
             })?;
         Ok(Self {
             inner: Arc::new(Inner {
@@ -255,8 +255,9 @@ impl EnvdConnection {
         name: &str,
         value: &str,
     ) -> Result<(), EnvdError> {
-        let key = MetadataKey::from_bytes(name.as_bytes())
-            .map_err(|_| EnvdError::InvalidEndpoint(format!("invalid header name '{name}'")))?;
+        let key = MetadataKey::from_bytes(name.as_bytes()).map_err(|e| {
+            EnvdError::invalid_endpoint_from(format!("invalid header name '{name}'"), e)
+        })?;
         req.metadata_mut().insert(key, ascii(value)?);
         Ok(())
     }
@@ -267,15 +268,21 @@ fn millis(d: Duration) -> u128 {
 }
 
 fn ascii(value: &str) -> Result<AsciiMetadataValue, EnvdError> {
-    value.parse().map_err(|_| {
-        EnvdError::InvalidEndpoint(format!("header value is not printable ASCII: {value:?}"))
+    value.parse().map_err(|e| {
+        EnvdError::invalid_endpoint_from(
+            format!("header value is not printable ASCII: {value:?}"),
+            e,
+        )
     })
 }
 
 fn static_headers(endpoint: &EnvdEndpoint) -> Result<http::HeaderMap, EnvdError> {
     let value = |v: &str| {
-        HeaderValue::from_str(v).map_err(|_| {
-            EnvdError::InvalidEndpoint(format!("header value is not printable ASCII: {v:?}"))
+        HeaderValue::from_str(v).map_err(|e| {
+            EnvdError::invalid_endpoint_from(
+                format!("header value is not printable ASCII: {v:?}"),
+                e,
+            )
         })
     };
     let mut out = http::HeaderMap::new();

@@ -60,11 +60,11 @@ pub enum EnvdError {
     },
     /// The client gave up waiting for envd to answer (before a stream opened).
     #[error(
-        "request timed out after {elapsed_ms} ms waiting for envd to answer. Raise the request timeout or check that the sandbox is running"
+        "request timed out after {timeout_ms} ms waiting for envd to answer. Raise the request timeout or check that the sandbox is running"
     )]
     RequestTimeout {
         /// How long the client waited.
-        elapsed_ms: u64,
+        timeout_ms: u64,
     },
     /// The deadline sent with the call expired (`deadline_exceeded`). On a command this is the
     /// command timeout: envd killed the process. Raise the timeout, or pass zero for none.
@@ -92,9 +92,15 @@ pub enum EnvdError {
         /// envd's message.
         message: String,
     },
-    /// The endpoint is malformed (bad URL, header value).
-    #[error("invalid endpoint: {0}")]
-    InvalidEndpoint(String),
+    /// The endpoint is malformed (bad URL, header value, TLS roots).
+    #[error("invalid endpoint: {message}")]
+    InvalidEndpoint {
+        /// What is wrong, and how to fix it.
+        message: String,
+        /// The parser's or TLS library's error, when there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
     /// The connection failed below the RPC layer (refused, reset, TLS, a body cut short).
     #[error("transport error talking to envd: {message}")]
     Transport {
@@ -134,6 +140,25 @@ impl EnvdError {
     /// Whether this is `not_found`.
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::NotFound { .. })
+    }
+
+    /// [`EnvdError::InvalidEndpoint`] with no underlying error.
+    pub(crate) fn invalid_endpoint(message: impl Into<String>) -> Self {
+        Self::InvalidEndpoint {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`EnvdError::InvalidEndpoint`] caused by `source`.
+    pub(crate) fn invalid_endpoint_from(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::InvalidEndpoint {
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
     }
 }
 

@@ -391,13 +391,13 @@ async fn transport_auto_picks_by_scheme_and_bad_urls_are_refused() {
         Transport::GrpcWeb
     );
     let err = EnvdConnection::new(EnvdEndpoint::new("ftp://x")).unwrap_err();
-    assert!(matches!(err, EnvdError::InvalidEndpoint(_)));
+    assert!(matches!(err, EnvdError::InvalidEndpoint { .. }));
     let err =
         EnvdConnection::new(EnvdEndpoint::new("https://x").transport(Transport::Grpc)).unwrap_err();
     assert!(err.to_string().contains("GrpcWeb"), "{err}");
     let err =
         EnvdConnection::new(EnvdEndpoint::new("http://x").access_token("bad\ntoken")).unwrap_err();
-    assert!(matches!(err, EnvdError::InvalidEndpoint(_)));
+    assert!(matches!(err, EnvdError::InvalidEndpoint { .. }));
 }
 
 #[tokio::test]

@@ -82,6 +82,16 @@ pub enum FilesystemError {
     /// The answer could not be understood.
     #[error("unexpected answer from envd: {0}")]
     Protocol(String),
+    /// Data did not decode as expected (a file read as text is not UTF-8, envd's upload answer
+    /// is not the JSON it should be); the source is the decoder's error.
+    #[error("{message}: {source}")]
+    Decode {
+        /// What was being decoded.
+        message: String,
+        /// The decoder's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
 }
 
 impl FilesystemError {

@@ -150,8 +150,10 @@ impl Filesystem {
     /// as it is.
     pub async fn read_text(&self, path: &str) -> Result<String> {
         let b = self.read(path).await?;
-        String::from_utf8(b.to_vec())
-            .map_err(|e| FilesystemError::Protocol(format!("'{path}' is not UTF-8 text: {e}")))
+        String::from_utf8(b.to_vec()).map_err(|e| FilesystemError::Decode {
+            message: format!("'{path}' is not UTF-8 text; read it as bytes with read()"),
+            source: Box::new(e),
+        })
     }
 
     /// Downloads a file straight into a local file, streaming (each received chunk is copied
@@ -438,7 +440,10 @@ impl Filesystem {
             let part = part
                 .file_name(f.path)
                 .mime_str("application/octet-stream")
-                .map_err(|e| FilesystemError::Protocol(e.to_string()))?;
+                .map_err(|e| FilesystemError::Decode {
+                    message: "cannot build a multipart part".to_owned(),
+                    source: Box::new(e),
+                })?;
             form = form.part("file", part);
         }
         let req = self.upload_request(single.as_deref(), opts).multipart(form);
@@ -448,9 +453,11 @@ impl Filesystem {
     async fn send_upload(&self, req: reqwest::RequestBuilder) -> Result<Vec<WriteInfo>> {
         let resp = Self::check(req.send().await?).await?;
         let body = resp.bytes().await?;
-        let infos: Vec<WriteInfo> = serde_json::from_slice(&body).map_err(|e| {
-            FilesystemError::Protocol(format!("cannot parse the upload answer: {e}"))
-        })?;
+        let infos: Vec<WriteInfo> =
+            serde_json::from_slice(&body).map_err(|e| FilesystemError::Decode {
+                message: "cannot parse envd's upload answer".to_owned(),
+                source: Box::new(e),
+            })?;
         if infos.is_empty() {
             return Err(FilesystemError::Protocol(
                 "envd reported no written file".into(),

@@ -49,9 +49,10 @@ pub(crate) fn endpoint_from(
         ep = ep.envd_version(EnvdVersion::debug_fallback());
     }
     if let Some(v) = get(E2B_ENVD_VERSION) {
-        let v: EnvdVersion = v
-            .parse()
-            .map_err(|e| SandboxError::Config(format!("{E2B_ENVD_VERSION}: {e}")))?;
+        let v: EnvdVersion = v.parse().map_err(|e| SandboxError::InvalidVariable {
+            variable: E2B_ENVD_VERSION,
+            source: Box::new(e),
+        })?;
         ep = ep.envd_version(v);
     }
     apply_transport_and_user(ep, get)
@@ -94,18 +95,24 @@ mod tests {
         endpoint_from(|k| map.get(k).cloned())
     }
 
-    #[test]
-    fn url_is_required_unless_debug() {
-        let err = from(&[]).unwrap_err().to_string();
-        assert!(err.contains("E2B_SANDBOX_URL"), "{err}");
-        let ep = from(&[("E2B_DEBUG", "TRUE")]).unwrap();
-        assert_eq!(ep.url, "http://localhost:49983");
-        assert_eq!(ep.envd_version, EnvdVersion::debug_fallback());
-        assert_eq!(ep.sandbox_id.as_deref(), Some("debug_sandbox_id"));
+    /// The endpoint's settings, read back through the connection built from it (nothing is
+    /// dialled; building it needs a tokio runtime).
+    fn conn(ep: EnvdEndpoint) -> e2b_envd_client::EnvdConnection {
+        e2b_envd_client::EnvdConnection::new(ep).unwrap()
     }
 
-    #[test]
-    fn every_variable_is_read() {
+    #[tokio::test]
+    async fn url_is_required_unless_debug() {
+        let err = from(&[]).unwrap_err().to_string();
+        assert!(err.contains("E2B_SANDBOX_URL"), "{err}");
+        let ep = conn(from(&[("E2B_DEBUG", "TRUE")]).unwrap());
+        assert_eq!(ep.url(), "http://localhost:49983");
+        assert_eq!(ep.envd_version(), &EnvdVersion::debug_fallback());
+        assert_eq!(ep.sandbox_id(), Some("debug_sandbox_id"));
+    }
+
+    #[tokio::test]
+    async fn every_variable_is_read() {
         let ep = from(&[
             ("E2B_SANDBOX_URL", "https://49983-abc.e2b.app/"),
             ("E2B_ACCESS_TOKEN", "tok"),
@@ -115,12 +122,13 @@ mod tests {
             ("E2B_USER", "user"),
         ])
         .unwrap();
-        assert_eq!(ep.url, "https://49983-abc.e2b.app");
-        assert_eq!(ep.access_token.as_deref(), Some("tok"));
-        assert_eq!(ep.sandbox_id.as_deref(), Some("abc"));
-        assert_eq!(ep.envd_version, EnvdVersion::new(0, 5, 1));
-        assert_eq!(ep.transport, Transport::GrpcWeb);
-        assert_eq!(ep.user.as_deref(), Some("user"));
+        let ep = conn(ep);
+        assert_eq!(ep.url(), "https://49983-abc.e2b.app");
+        assert_eq!(ep.access_token(), Some("tok"));
+        assert_eq!(ep.sandbox_id(), Some("abc"));
+        assert_eq!(ep.envd_version(), &EnvdVersion::new(0, 5, 1));
+        assert_eq!(ep.transport(), Transport::GrpcWeb);
+        assert_eq!(ep.effective_user(None), Some("user"));
         assert!(
             from(&[
                 ("E2B_SANDBOX_URL", "http://x"),

@@ -19,11 +19,26 @@ pub enum SandboxError {
     /// A file operation failed.
     #[error(transparent)]
     Files(#[from] e2b_filesystem::FilesystemError),
+    /// An environment variable holds a value that does not parse (the source says why).
+    #[error("{variable} is malformed: {source}. Fix the value or unset the variable")]
+    InvalidVariable {
+        /// The variable's name, e.g. `E2B_ENVD_VERSION`.
+        variable: &'static str,
+        /// The parse error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     /// The embedded daemon could not start.
     #[error(
-        "the local envd daemon could not start: {0}. Check that 127.0.0.1 allows binding a port and that the temporary directory is writable"
+        "the local envd daemon could not start: {message}: {source}. Check that 127.0.0.1 allows binding a port and that the temporary directory is writable"
     )]
-    Local(String),
+    Local {
+        /// What failed (creating the workdir, starting the daemon).
+        message: &'static str,
+        /// The underlying error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     /// The control plane refused or failed to create the sandbox.
     #[error("the control plane could not create the sandbox: {0}")]
     ControlPlane(String),

@@ -41,15 +41,19 @@ impl LocalDaemon {
             let dir = tempfile::Builder::new()
                 .prefix("e2b-sandbox-")
                 .tempdir()
-                .map_err(|e| SandboxError::Local(format!("cannot create a workdir: {e}")))?;
+                .map_err(|e| SandboxError::Local {
+                    message: "cannot create a workdir",
+                    source: Box::new(e),
+                })?;
             config.default_workdir = Some(dir.path().to_path_buf());
             Some(dir)
         } else {
             None
         };
-        let handle = Envd::start(config)
-            .await
-            .map_err(|e| SandboxError::Local(e.to_string()))?;
+        let handle = Envd::start(config).await.map_err(|e| SandboxError::Local {
+            message: "cannot start the daemon",
+            source: Box::new(e),
+        })?;
         Ok(Self {
             handle: Some(handle),
             workdir,

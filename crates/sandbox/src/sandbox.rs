@@ -44,6 +44,15 @@ impl Sandbox {
     /// fresh temporary directory as the default working directory, and connects to it: this
     /// sandbox's own clients call the daemon in-process ([`LocalTransport::InProcess`]), while
     /// the port serves everything outside the program (the official SDKs, `curl`).
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::Local`] when the daemon cannot start (no free port, no temporary
+    /// directory, an invalid config).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped future stops the daemon if it had started.
     #[cfg(feature = "local")]
     pub async fn local() -> Result<Sandbox, SandboxError> {
         Self::local_with(e2b_envd::EnvdConfig::ephemeral()).await
@@ -51,6 +60,14 @@ impl Sandbox {
 
     /// Like [`local`](Self::local) with your daemon configuration. A config without an access
     /// token gets a random one; without a default workdir, a temporary directory.
+    ///
+    /// # Errors
+    ///
+    /// As [`local`](Self::local).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`local`](Self::local).
     #[cfg(feature = "local")]
     pub async fn local_with(config: e2b_envd::EnvdConfig) -> Result<Sandbox, SandboxError> {
         Self::local_with_transport(config, LocalTransport::InProcess).await
@@ -58,6 +75,14 @@ impl Sandbox {
 
     /// Like [`local_with`](Self::local_with), choosing how this sandbox's own clients reach the
     /// embedded daemon (see [`LocalTransport`]). The daemon serves its loopback port either way.
+    ///
+    /// # Errors
+    ///
+    /// As [`local`](Self::local).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`local`](Self::local).
     #[cfg(feature = "local")]
     pub async fn local_with_transport(
         config: e2b_envd::EnvdConfig,
@@ -93,27 +118,34 @@ impl Sandbox {
     /// Connects to any envd: our daemon elsewhere, or a real E2B sandbox (use
     /// [`Transport::GrpcWeb`](crate::Transport::GrpcWeb), the default for `https://` URLs).
     /// Nothing is dialled until the first call.
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::Envd`] with [`EnvdError::InvalidEndpoint`](e2b_envd_client::EnvdError::InvalidEndpoint)
+    /// for a URL that is not `http://` or `https://`, or TLS roots that cannot be loaded.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is sent.
     pub async fn connect(endpoint: EnvdEndpoint) -> Result<Sandbox, SandboxError> {
-        let id = endpoint
-            .sandbox_id
-            .clone()
-            .unwrap_or_else(|| endpoint.url.clone());
         let conn = EnvdConnection::new(endpoint)?;
-        Ok(Sandbox {
-            id,
-            commands: Commands::new(conn.clone()),
-            files: Filesystem::new(conn.clone()),
-            conn,
-            #[cfg(feature = "local")]
-            local: None,
-            cloud: None,
-        })
+        let id = conn.sandbox_id().unwrap_or(conn.url()).to_owned();
+        Ok(Self::remote(id, conn, None))
     }
 
     pub(crate) fn with_cloud(
         id: String,
         conn: EnvdConnection,
         cloud: crate::cloud::CloudSandbox,
+    ) -> Sandbox {
+        Self::remote(id, conn, Some(cloud))
+    }
+
+    /// A sandbox whose envd runs elsewhere (no embedded daemon).
+    fn remote(
+        id: String,
+        conn: EnvdConnection,
+        cloud: Option<crate::cloud::CloudSandbox>,
     ) -> Sandbox {
         Sandbox {
             id,
@@ -122,7 +154,7 @@ impl Sandbox {
             conn,
             #[cfg(feature = "local")]
             local: None,
-            cloud: Some(cloud),
+            cloud,
         }
     }
 
@@ -133,6 +165,15 @@ impl Sandbox {
     /// Connects to the envd described by the environment: `E2B_SANDBOX_URL`, `E2B_ACCESS_TOKEN`,
     /// `E2B_SANDBOX_ID`, `E2B_ENVD_VERSION`, `E2B_DEBUG`, `E2B_ENVD_TRANSPORT`, `E2B_USER` (see
     /// the crate README).
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::Config`] when a variable is missing or malformed (the message names it);
+    /// otherwise as [`connect`](Self::connect).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is sent.
     pub async fn from_env() -> Result<Sandbox, SandboxError> {
         Self::connect(Self::endpoint_from_env()?).await
     }
@@ -144,6 +185,16 @@ impl Sandbox {
 
     /// Creates a sandbox through any [`ControlPlane`] and connects to it. For E2B's API use
     /// [`Sandbox::create`] or [`Sandbox::builder`].
+    ///
+    /// # Errors
+    ///
+    /// Whatever the control plane's [`create`](ControlPlane::create) returns; otherwise as
+    /// [`connect`](Self::connect).
+    ///
+    /// # Cancel safety
+    ///
+    /// The control plane may have created the sandbox when the future is dropped; it then runs
+    /// until its timeout (list and kill it through the control plane).
     pub async fn create_with(
         control_plane: &dyn ControlPlane,
         template: &str,
@@ -207,6 +258,16 @@ impl Sandbox {
     /// For a sandbox from E2B's API ([`Sandbox::create`], [`Sandbox::connect_by_id`]): kills it
     /// through the API (a sandbox that is already gone is not an error). For a sandbox connected
     /// by URL this only drops the connection.
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::Api`] when E2B's API refuses the kill or cannot be reached (a sandbox
+    /// already gone is not an error); a local or URL-connected sandbox never fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// The request may have reached the API when the future is dropped; a local sandbox's daemon
+    /// is stopped either way (the dropped sandbox stops it).
     pub async fn kill(self) -> Result<(), SandboxError> {
         if let Some(cloud) = &self.cloud {
             cloud.api.kill_sandbox(&self.id).await?;

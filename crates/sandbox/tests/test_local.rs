@@ -183,11 +183,26 @@ async fn files_and_commands_share_the_sandbox() {
     assert_eq!(names, vec!["hello.txt".to_owned()]);
 }
 
-#[tokio::test]
-async fn both_local_transports_run_stream_stdin_and_files() {
-    use e2b::{EnvdConfig, LocalTransport, OutputCallback};
+/// One case per local transport: `local_transport_runs_stream_stdin_and_files::in_process` and
+/// `::loopback`.
+mod local_transport_runs_stream_stdin_and_files {
+    use e2b::LocalTransport;
+
+    #[tokio::test]
+    async fn in_process() {
+        super::local_transport_runs_stream_stdin_and_files(LocalTransport::InProcess).await
+    }
+
+    #[tokio::test]
+    async fn loopback() {
+        super::local_transport_runs_stream_stdin_and_files(LocalTransport::Loopback).await
+    }
+}
+
+async fn local_transport_runs_stream_stdin_and_files(transport: e2b::LocalTransport) {
+    use e2b::{EnvdConfig, OutputCallback};
     use std::sync::{Arc, Mutex};
-    for transport in [LocalTransport::InProcess, LocalTransport::Loopback] {
+    {
         let sb = Sandbox::local_with_transport(EnvdConfig::ephemeral(), transport)
             .await
             .unwrap();

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo build --release -p e2b-envd --bin e2b-envd
-//! cargo run --release -p e2b-filesystem --example bench_files -- [SIZE_MIB] [DIR]
+//! cargo bench -p e2b-filesystem --bench files -- [SIZE_MIB] [DIR]   # or: scripts/bench filesystem
 //! ```
 //!
 //! The daemon binary comes from `E2B_ENVD_BIN` (default `target/release/e2b-envd`) and runs as
@@ -145,7 +145,8 @@ impl Drop for Daemon {
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let args: Vec<String> = std::env::args().collect();
+    // `cargo bench` passes `--bench`; the size and directory are the other arguments.
+    let args: Vec<String> = std::env::args().filter(|a| a != "--bench").collect();
     let size_mib: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1024);
     let base = args
         .get(2)

@@ -2,8 +2,8 @@
 //! throughput against the raw pipe `head -c N /dev/zero | cat > /dev/null`.
 //!
 //! ```text
-//! cargo run --release -p e2b-commands --example bench_stream            # 1 GiB and 4 GiB
-//! cargo run --release -p e2b-commands --example bench_stream -- 256M 1G # custom sizes
+//! cargo bench -p e2b-commands --bench stream            # 1 GiB and 4 GiB (or: scripts/bench commands)
+//! cargo bench -p e2b-commands --bench stream -- 256M 1G # custom sizes
 //! ```
 //!
 //! The daemon runs in a child process (this binary with `serve`) and each measurement in a
@@ -45,7 +45,11 @@ fn human(n: u64) -> String {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo bench` passes `--bench`; the sizes and sub-commands are the other arguments.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     match args.first().map(String::as_str) {
         Some("serve") => serve(),
         Some("client") => client(&args[1..]),

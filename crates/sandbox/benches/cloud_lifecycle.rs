@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! cargo build -p e2b-serve
-//! cargo run --release -p e2b --example bench_cloud_lifecycle -- [ROUNDS]   # default 20
+//! cargo bench -p e2b --bench cloud_lifecycle -- [ROUNDS]   # default 20
 //! ```
 //!
 //! Needs the `e2b-serve` binary (next to this example's build, or `E2B_SERVE_BIN`) and a Python
@@ -59,8 +59,10 @@ fn pct(mut v: Vec<f64>, p: f64) -> f64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // `cargo bench` passes `--bench`; the round count is the other argument.
     let rounds: usize = std::env::args()
-        .nth(1)
+        .skip(1)
+        .find(|a| a != "--bench")
         .and_then(|a| a.parse().ok())
         .unwrap_or(20);
     let python = std::env::var("E2B_BENCH_PYTHON").unwrap_or_else(|_| {
