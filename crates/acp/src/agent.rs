@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{
-    Agent, Client, HandleConnectionClose, HandleDispatchFrom, Lines, RunWithConnectionTo,
+    Agent, Client, Dispatch, HandleConnectionClose, HandleDispatchFrom, Handled, Lines,
+    RunWithConnectionTo,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::error::AcpError;
@@ -54,17 +55,32 @@ pub(crate) fn local_error_response_bytes(line: &[u8], err: &AcpError) -> Option<
     local_error_response(std::str::from_utf8(line).ok()?, err)
 }
 
-/// For a request refused locally (too large), the error response the SDK should see.
+/// For a request refused locally (too large), the error response the SDK should see: -32603 with
+/// the error's text as the message and `data.reason` naming the refusal
+/// (`"message_too_large"` or `"invalid_message"`), so a caller can tell it from the agent's errors.
 fn local_error_response(line: &str, err: &AcpError) -> Option<String> {
     let ids: RequestIds<'_> = serde_json::from_str(line).ok()?;
     let id = ids.id?;
     ids.method?;
+    let data = match err {
+        AcpError::MessageTooLarge { limit, size, .. } => {
+            serde_json::json!({"reason": LOCAL_REFUSAL_TOO_LARGE, "limit": limit, "size": size})
+        }
+        _ => serde_json::json!({"reason": LOCAL_REFUSAL_INVALID}),
+    };
     let message = serde_json::to_string(&err.to_string()).ok()?;
     Some(format!(
-        r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":-32603,"message":{message}}}}}"#,
+        r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":-32603,"message":{message},"data":{data}}}}}"#,
         id.get()
     ))
 }
+
+/// `data.reason` of the error a request gets when it was refused locally for its size (it was
+/// never sent to the agent).
+pub const LOCAL_REFUSAL_TOO_LARGE: &str = "message_too_large";
+
+/// `data.reason` of the error a request gets when it was refused locally as not one JSON-RPC line.
+pub const LOCAL_REFUSAL_INVALID: &str = "invalid_message";
 
 impl AcpAgent {
     /// Connect `client` to an agent running as `process` (any [`AgentProcess`]: a sandbox
@@ -99,27 +115,20 @@ impl AcpAgent {
             driver: None,
         };
         let (inject_tx, inject_rx) = mpsc::unbounded_channel::<String>();
-
+        let flow = FlowControl::new(transport.clone());
         let incoming = futures::stream::unfold(
-            (transport.clone(), inject_rx),
-            |(t, mut inject)| async move {
-                if t.shared().is_user_closed() {
-                    return None;
-                }
-                let item = tokio::select! {
-                    biased;
-                    Some(s) = inject.recv() => Ok(s),
-                    m = t.recv() => match m {
-                        None => return None,
-                        Some(Ok(b)) => String::from_utf8(b.to_vec())
-                            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
-                        Some(Err(e)) => Err(io::Error::other(e)),
-                    },
-                };
-                if t.shared().is_user_closed() {
-                    return None;
-                }
-                Some((item, (t, inject)))
+            Incoming {
+                transport: transport.clone(),
+                inject: inject_rx,
+                consumed: flow.consumed_rx.clone(),
+                marker: flow.marker.clone(),
+                window: opts.read_queue_bytes as u64,
+                yielded: 0,
+                marked: 0,
+            },
+            |mut st| async move {
+                let item = st.next().await?;
+                Some((item, st))
             },
         );
         let outgoing = futures::sink::unfold(
@@ -140,6 +149,12 @@ impl AcpAgent {
         );
         let lines = Lines::new(outgoing, incoming);
 
+        // The flow-control handler runs before the caller's handlers: it sees every marker the
+        // dispatch loop reaches.
+        let client = Client
+            .v1()
+            .with_handler(flow)
+            .with_connection_builder(client);
         let (cx_tx, cx_rx) = oneshot::channel();
         let end_main = tokio_util::sync::CancellationToken::new();
         let end_rx = end_main.clone();
@@ -244,6 +259,173 @@ impl AcpAgent {
         let r = self.transport.kill().await;
         self.end_main.cancel();
         r
+    }
+}
+
+/// Per-message cost added to its length in the flow-control window: a parsed message in the
+/// official client's queue takes more than its bytes, and a flood of tiny messages must be bounded
+/// too.
+const MESSAGE_OVERHEAD: u64 = 256;
+
+/// Bounds what the official client has read but not yet dispatched.
+///
+/// The official crate reads its incoming stream eagerly into an unbounded queue and dispatches
+/// from it one message at a time, waiting for each handler. We own that stream, so we stop
+/// yielding once `window` bytes are in flight, and learn what was dispatched from markers: a
+/// notification with a per-connection random method, put into the stream after the messages it
+/// accounts for. When the dispatch loop reaches a marker, every message before it has been
+/// handled; [`FlowControl`] (the first handler in the chain) claims it and releases the credit.
+/// While the window is full nothing is read from the transport, its read queue fills, its reader
+/// stops reading the agent's output, and the agent blocks on its writes.
+///
+/// Being first, it is also the last guard after stop, kill or drop: from then on it claims every
+/// dispatch (the official client may already have read messages ahead), so nothing reaches the
+/// caller's handlers.
+struct FlowControl {
+    transport: Arc<AcpTransport>,
+    marker: Arc<str>,
+    consumed_tx: Arc<watch::Sender<u64>>,
+    consumed_rx: watch::Receiver<u64>,
+}
+
+impl FlowControl {
+    fn new(transport: Arc<AcpTransport>) -> Self {
+        let (consumed_tx, consumed_rx) = watch::channel(0);
+        Self {
+            transport,
+            marker: format!("_e2b_acp/flow/{}", random_token()).into(),
+            consumed_tx: Arc::new(consumed_tx),
+            consumed_rx,
+        }
+    }
+}
+
+/// 128 bits from the std hasher's random keys mixed with the time and a counter, in hex. The agent never sees the marker method, so it cannot forge one; this only has to
+/// be unlikely to collide with a method the agent sends.
+fn random_token() -> String {
+    use std::fmt::Write as _;
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut out = String::with_capacity(32);
+    for _ in 0..2 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        if let Ok(d) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            h.write_u128(d.as_nanos());
+        }
+        let _ = write!(out, "{:016x}", h.finish());
+    }
+    out
+}
+
+impl HandleDispatchFrom<Agent> for FlowControl {
+    fn handle_dispatch_from(
+        &mut self,
+        message: Dispatch,
+        _connection: agent_client_protocol::ConnectionTo<Agent>,
+    ) -> impl std::future::Future<Output = Result<Handled<Dispatch>, agent_client_protocol::Error>> + Send
+    {
+        let handled = match &message {
+            Dispatch::Notification(n) if n.method() == &*self.marker => {
+                if let Some(upto) = n.params().get("upto").and_then(serde_json::Value::as_u64) {
+                    self.consumed_tx.send_if_modified(|c| {
+                        let advance = upto > *c;
+                        if advance {
+                            *c = upto;
+                        }
+                        advance
+                    });
+                }
+                Handled::Yes
+            }
+            // Stopped or killed: swallow what was read ahead. A dropped request responder or
+            // response router fails that request locally.
+            _ if self.transport.shared().is_user_closed() => Handled::Yes,
+            _ => Handled::No {
+                message,
+                retry: false,
+            },
+        };
+        std::future::ready(Ok(handled))
+    }
+
+    fn describe_chain(&self) -> impl std::fmt::Debug {
+        "e2b-acp flow control"
+    }
+}
+
+/// The incoming side of the official client's `Lines` transport, with flow control.
+struct Incoming {
+    transport: Arc<AcpTransport>,
+    /// Local error responses for requests refused before they were sent.
+    inject: mpsc::UnboundedReceiver<String>,
+    consumed: watch::Receiver<u64>,
+    marker: Arc<str>,
+    window: u64,
+    /// Bytes (with [`MESSAGE_OVERHEAD`]) yielded so far.
+    yielded: u64,
+    /// `yielded` when the last marker was yielded.
+    marked: u64,
+}
+
+impl Incoming {
+    fn marker_line(&mut self) -> io::Result<String> {
+        self.marked = self.yielded;
+        Ok(format!(
+            r#"{{"jsonrpc":"2.0","method":"{}","params":{{"upto":{}}}}}"#,
+            self.marker, self.yielded
+        ))
+    }
+
+    async fn next(&mut self) -> Option<io::Result<String>> {
+        let t = self.transport.clone();
+        loop {
+            if t.shared().is_user_closed() {
+                return None;
+            }
+            let in_flight = self.yielded - *self.consumed.borrow();
+            if in_flight >= self.window {
+                // Full: make sure a marker follows the last message, then wait for it (or a later
+                // one) to be dispatched. Local error responses still pass.
+                if self.marked < self.yielded {
+                    return Some(self.marker_line());
+                }
+                let window = self.window;
+                let yielded = self.yielded;
+                let mut consumed = self.consumed.clone();
+                tokio::select! {
+                    biased;
+                    Some(s) = self.inject.recv() => return Some(Ok(s)),
+                    r = consumed.wait_for(|c| yielded - *c < window) => {
+                        if r.is_err() {
+                            return None;
+                        }
+                        continue;
+                    }
+                }
+            }
+            // A marker every quarter window keeps credit flowing while messages stream.
+            if self.yielded - self.marked > self.window / 4 {
+                return Some(self.marker_line());
+            }
+            let item = tokio::select! {
+                biased;
+                Some(s) = self.inject.recv() => Ok(s),
+                m = t.recv() => match m {
+                    None => return None,
+                    Some(Ok(b)) => String::from_utf8(b.to_vec())
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
+                    Some(Err(e)) => Err(io::Error::other(e)),
+                },
+            };
+            if t.shared().is_user_closed() {
+                return None;
+            }
+            if let Ok(s) = &item {
+                self.yielded += s.len() as u64 + MESSAGE_OVERHEAD;
+            }
+            return Some(item);
+        }
     }
 }
 

@@ -74,6 +74,9 @@ where
     let mut output = output;
     let (reply_tx, mut reply_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let t = &transport;
+    // Set once the editor's input ended and the agent is being stopped.
+    let stopping = std::sync::atomic::AtomicBool::new(false);
+    let stopping = &stopping;
 
     let input_pump = async move {
         let mut input = input;
@@ -105,6 +108,7 @@ where
                 }
             }
         }
+        stopping.store(true, std::sync::atomic::Ordering::Release);
         t.stop(stop_timeout).await
     };
 
@@ -143,11 +147,7 @@ where
     loop {
         tokio::select! {
             () = &mut shutdown => {
-                tracing::debug!("shutdown requested; killing the agent");
-                if let Err(e) = t.kill().await {
-                    tracing::warn!(error = %e, "could not kill the agent");
-                }
-                break;
+                return kill_and_wait(t).await;
             }
             r = &mut input_pump, if !input_done => {
                 input_done = true;
@@ -165,7 +165,33 @@ where
             }
         }
     }
-    transport.wait().await
+    // The output ends when the agent's output does, and also as soon as a stop begins (reads
+    // halt): a stop under way (EOF, grace, kill) must be driven to its end, or an agent that
+    // ignores the EOF is never killed and the wait below never returns.
+    if !input_done && stopping.load(std::sync::atomic::Ordering::Acquire) {
+        tokio::select! {
+            () = &mut shutdown => return kill_and_wait(t).await,
+            r = &mut input_pump => {
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, "stopping the agent failed; killing it");
+                    let _ = t.kill().await;
+                }
+            }
+        }
+    }
+    tokio::select! {
+        () = &mut shutdown => kill_and_wait(t).await,
+        r = transport.wait() => r,
+    }
+}
+
+/// Kill the agent at once (a shutdown signal) and wait for its end.
+async fn kill_and_wait(t: &AcpTransport) -> Result<AgentExit, AcpError> {
+    tracing::debug!("shutdown requested; killing the agent");
+    if let Err(e) = t.kill().await {
+        tracing::warn!(error = %e, "could not kill the agent");
+    }
+    t.wait().await
 }
 
 async fn send_line(

@@ -469,8 +469,7 @@ mod tests {
         let mut out = Vec::new();
         let mut parts: Vec<&[u8]> = data.split(|b| *b == b'\n').collect();
         let last = parts.pop().unwrap_or(&[]);
-        for (i, p) in parts.iter().chain(std::iter::once(&last)).enumerate() {
-            let is_last = i == parts.len();
+        for p in parts.iter().chain(std::iter::once(&last)) {
             let mut p = *p;
             if p.last() == Some(&b'\r') {
                 p = &p[..p.len() - 1];
@@ -482,7 +481,6 @@ mod tests {
             if is_blank(p) {
                 continue;
             }
-            let _ = is_last;
             out.push(Ok(p.to_vec()));
         }
         out

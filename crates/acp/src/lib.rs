@@ -47,14 +47,14 @@ pub use framing::LineSplitter;
 pub use local::LocalProcess;
 pub use options::{
     AcpOptions, AsyncStderrCallback, CallbackError, DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_READ_QUEUE_DEPTH, DEFAULT_STDERR_TAIL_BYTES, DEFAULT_STOP_TIMEOUT,
-    DEFAULT_WRITE_QUEUE_DEPTH, StderrCallback, SyncStderrCallback,
+    DEFAULT_READ_QUEUE_BYTES, DEFAULT_READ_QUEUE_DEPTH, DEFAULT_STDERR_TAIL_BYTES,
+    DEFAULT_STOP_TIMEOUT, DEFAULT_WRITE_QUEUE_DEPTH, StderrCallback, SyncStderrCallback,
 };
 pub use process::{AgentProcess, ByteStream, ProcessExit};
 pub use transport::{AcpTransport, AgentExit};
 
 pub mod agent;
-pub use agent::{AcpAgent, ClientBuilder};
+pub use agent::{AcpAgent, ClientBuilder, LOCAL_REFUSAL_INVALID, LOCAL_REFUSAL_TOO_LARGE};
 
 pub mod bridge;
 

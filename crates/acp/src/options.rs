@@ -17,6 +17,12 @@ pub const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// instead of memory growing.
 pub const DEFAULT_READ_QUEUE_DEPTH: usize = 64;
 
+/// Default byte budget for agent messages read but not yet handled by the client: the read queue
+/// holds at most this many bytes, and so does the official client's internal queue behind
+/// [`AcpAgent`](crate::AcpAgent). When it is used up, reading the agent's stdout pauses
+/// (back-pressure reaches the agent). A single message larger than the budget still passes alone.
+pub const DEFAULT_READ_QUEUE_BYTES: usize = 8 * 1024 * 1024;
+
 /// Default depth of the write queue for client messages: `send` waits once this many are queued.
 /// Transport replies to the agent (-32601, -32700) do not wait on it (they are capped by
 /// [`MAX_QUEUED_REPLIES`] instead) so that a slow agent can never deadlock the reader.
@@ -73,6 +79,10 @@ pub struct AcpOptions {
     pub max_message_bytes: usize,
     /// Depth of the read queue. Default [`DEFAULT_READ_QUEUE_DEPTH`]. Must be at least 1.
     pub read_queue_depth: usize,
+    /// Byte budget of the read queue, and of the official client's queue behind
+    /// [`AcpAgent`](crate::AcpAgent). Default [`DEFAULT_READ_QUEUE_BYTES`]. Between 1 and
+    /// `u32::MAX`.
+    pub read_queue_bytes: usize,
     /// Depth of the write queue. Default [`DEFAULT_WRITE_QUEUE_DEPTH`]. Must be at least 1.
     pub write_queue_depth: usize,
     /// Timeout used when the agent is stopped without an explicit one (the bridge at EOF).
@@ -97,6 +107,7 @@ impl Default for AcpOptions {
         Self {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             read_queue_depth: DEFAULT_READ_QUEUE_DEPTH,
+            read_queue_bytes: DEFAULT_READ_QUEUE_BYTES,
             write_queue_depth: DEFAULT_WRITE_QUEUE_DEPTH,
             stop_timeout: DEFAULT_STOP_TIMEOUT,
             stderr_tail_bytes: DEFAULT_STDERR_TAIL_BYTES,
@@ -114,6 +125,7 @@ impl std::fmt::Debug for AcpOptions {
         f.debug_struct("AcpOptions")
             .field("max_message_bytes", &self.max_message_bytes)
             .field("read_queue_depth", &self.read_queue_depth)
+            .field("read_queue_bytes", &self.read_queue_bytes)
             .field("write_queue_depth", &self.write_queue_depth)
             .field("stop_timeout", &self.stop_timeout)
             .field("stderr_tail_bytes", &self.stderr_tail_bytes)
@@ -139,6 +151,11 @@ impl AcpOptions {
     /// Set [`read_queue_depth`](Self::read_queue_depth).
     pub fn read_queue_depth(mut self, n: usize) -> Self {
         self.read_queue_depth = n;
+        self
+    }
+    /// Set [`read_queue_bytes`](Self::read_queue_bytes).
+    pub fn read_queue_bytes(mut self, n: usize) -> Self {
+        self.read_queue_bytes = n;
         self
     }
     /// Set [`write_queue_depth`](Self::write_queue_depth).
@@ -206,6 +223,15 @@ impl AcpOptions {
                     reason: format!("{name} must be at least 1"),
                 });
             }
+        }
+        if self.read_queue_bytes == 0 || u32::try_from(self.read_queue_bytes).is_err() {
+            return Err(crate::AcpError::InvalidOptions {
+                reason: format!(
+                    "read_queue_bytes must be between 1 and {} (got {})",
+                    u32::MAX,
+                    self.read_queue_bytes
+                ),
+            });
         }
         Ok(())
     }

@@ -76,6 +76,10 @@ pub(crate) struct Shared {
     max: usize,
     write_tx: mpsc::UnboundedSender<WriteCmd>,
     write_permits: Arc<Semaphore>,
+    /// Byte budget of the read queue (`AcpOptions::read_queue_bytes`): a queued message holds
+    /// permits for its size (capped at the budget) until it is received.
+    read_bytes: Arc<Semaphore>,
+    read_bytes_max: u32,
     queued_replies: AtomicUsize,
     queued_reply_bytes: AtomicUsize,
     halt_reads: CancellationToken,
@@ -91,8 +95,11 @@ pub(crate) struct Shared {
     stderr: Arc<StdMutex<Tail>>,
 }
 
+/// A message in the read queue with its share of the byte budget.
+type Queued = (Bytes, OwnedSemaphorePermit);
+
 struct RxState {
-    rx: mpsc::Receiver<Bytes>,
+    rx: mpsc::Receiver<Queued>,
     error_reported: bool,
 }
 
@@ -150,6 +157,9 @@ impl AcpTransport {
             max: opts.max_message_bytes,
             write_tx,
             write_permits: Arc::new(Semaphore::new(opts.write_queue_depth)),
+            read_bytes: Arc::new(Semaphore::new(opts.read_queue_bytes)),
+            // validated by opts.validate(): 1..=u32::MAX
+            read_bytes_max: u32::try_from(opts.read_queue_bytes).unwrap_or(u32::MAX),
             queued_replies: AtomicUsize::new(0),
             queued_reply_bytes: AtomicUsize::new(0),
             halt_reads: CancellationToken::new(),
@@ -245,7 +255,7 @@ impl AcpTransport {
     /// Cancel-safe: dropping the future never loses a message.
     pub async fn recv(&self) -> Option<Result<Bytes, AcpError>> {
         let mut st = self.rx.lock().await;
-        if let Some(line) = st.rx.recv().await {
+        if let Some((line, _budget)) = st.rx.recv().await {
             return Some(Ok(line));
         }
         if !st.error_reported {
@@ -630,7 +640,7 @@ impl Shared {
 async fn read_loop(
     shared: Arc<Shared>,
     mut stdout: ByteStream,
-    read_tx: mpsc::Sender<Bytes>,
+    read_tx: mpsc::Sender<Queued>,
     mut splitter: LineSplitter,
 ) {
     let mut read_tx = Some(read_tx);
@@ -687,7 +697,7 @@ async fn read_loop(
 }
 
 /// Filter one line and forward it; false when forwarding has ended.
-async fn deliver(shared: &Shared, read_tx: &mut Option<mpsc::Sender<Bytes>>, line: Bytes) -> bool {
+async fn deliver(shared: &Shared, read_tx: &mut Option<mpsc::Sender<Queued>>, line: Bytes) -> bool {
     let verdict = filter::inspect_agent_line(&line);
     for reply in verdict.replies {
         shared.reply(reply);
@@ -698,10 +708,18 @@ async fn deliver(shared: &Shared, read_tx: &mut Option<mpsc::Sender<Bytes>>, lin
     let Some(tx) = read_tx.as_ref() else {
         return false;
     };
+    // The byte budget first (a message larger than the whole budget takes all of it and passes
+    // alone), then a slot in the queue; kill and stop release both waits.
+    let cost = u32::try_from(fwd.len())
+        .unwrap_or(u32::MAX)
+        .clamp(1, shared.read_bytes_max);
     let sent = tokio::select! {
         biased;
         _ = shared.halt_reads.cancelled() => false,
-        r = tx.send(fwd) => r.is_ok(),
+        r = async {
+            let budget = shared.read_bytes.clone().acquire_many_owned(cost).await.ok()?;
+            tx.send((fwd, budget)).await.ok()
+        } => r.is_some(),
     };
     if !sent {
         *read_tx = None;

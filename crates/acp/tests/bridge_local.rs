@@ -108,3 +108,29 @@ async fn bridge_returns_when_the_agent_exits() {
     );
     drop(client_io);
 }
+
+// Issue 15: at the editor's EOF the bridge stops the agent; one that ignores the EOF is killed
+// when the stop's grace is over, and the bridge returns. (The stop used to be abandoned as soon
+// as the agent's output ended, and the bridge then waited forever for an exit.)
+#[tokio::test]
+async fn bridge_kills_an_agent_that_ignores_eof_and_returns() {
+    let (client_io, bridge_io) = tokio::io::duplex(1024);
+    let (bridge_in, bridge_out) = tokio::io::split(bridge_io);
+    let p = LocalProcess::spawn(FAKE, ["--ignore-eof"]).unwrap();
+    let transport = AcpTransport::start(p, &AcpOptions::new()).unwrap();
+    let pid = transport.pid();
+    let bridge = tokio::spawn(run_bridge(
+        bridge_in,
+        bridge_out,
+        transport,
+        Duration::from_secs(1),
+    ));
+    drop(client_io);
+    let exit = tokio::time::timeout(Duration::from_secs(10), bridge)
+        .await
+        .expect("the bridge returns once the stop's grace is over")
+        .unwrap()
+        .unwrap();
+    assert!(exit.killed, "{exit:?}");
+    common::eventually_dead(pid).await;
+}

@@ -150,3 +150,129 @@ async fn stop_is_bounded_when_the_exit_never_comes() {
         "{took:?}"
     );
 }
+
+/// A process whose output the test writes, and which keeps "writing" after it was killed (as an
+/// agent whose signal handler still writes, or output already on its way from a remote sandbox).
+struct Controlled {
+    stdout: std::sync::Mutex<Option<ByteStream>>,
+    killed: watch::Sender<bool>,
+}
+
+fn controlled() -> (
+    Controlled,
+    tokio::sync::mpsc::UnboundedSender<Result<Bytes, AcpError>>,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let out = futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed();
+    (
+        Controlled {
+            stdout: std::sync::Mutex::new(Some(out)),
+            killed: watch::channel(false).0,
+        },
+        tx,
+    )
+}
+
+impl AgentProcess for Controlled {
+    fn pid(&self) -> u32 {
+        4243
+    }
+    fn take_stdout(&mut self) -> Option<ByteStream> {
+        self.stdout.lock().unwrap().take()
+    }
+    fn take_stderr(&mut self) -> Option<ByteStream> {
+        None
+    }
+    fn write_stdin(&self, _data: Bytes) -> BoxFuture<'_, Result<(), AcpError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn close_stdin(&self) -> BoxFuture<'_, Result<(), AcpError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn kill(&self) -> BoxFuture<'_, Result<bool, AcpError>> {
+        let was = self.killed.send_replace(true);
+        Box::pin(async move { Ok(!was) })
+    }
+    fn wait(&self) -> BoxFuture<'_, Result<ProcessExit, AcpError>> {
+        let mut rx = self.killed.subscribe();
+        Box::pin(async move {
+            let _ = rx.wait_for(|k| *k).await;
+            Ok(ProcessExit::signal(9))
+        })
+    }
+}
+
+fn update(i: usize) -> Result<Bytes, AcpError> {
+    Ok(Bytes::from(format!(
+        "{{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{{\"sessionId\":\"s\",\"update\":{{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{{\"type\":\"text\",\"text\":\"m{i}\"}}}}}}}}\n"
+    )))
+}
+
+// Issue 15: output that arrives after kill() is not received. (Messages already queued before
+// the kill stay readable; the agent here writes on after the kill request.)
+#[tokio::test]
+async fn nothing_is_received_after_kill_even_if_the_agent_keeps_emitting() {
+    let (p, out) = controlled();
+    let t = AcpTransport::start(p, &AcpOptions::new()).unwrap();
+    out.send(update(0)).unwrap();
+    assert!(t.recv().await.unwrap().is_ok());
+    assert!(t.kill().await.unwrap());
+    for i in 1..=5 {
+        out.send(update(i)).unwrap();
+    }
+    drop(out);
+    let after = tokio::time::timeout(Duration::from_secs(5), t.recv())
+        .await
+        .expect("the stream ends after kill");
+    assert!(after.is_none(), "received after kill: {after:?}");
+}
+
+// Issue 15: nothing is dispatched to the client's handlers after kill(), also what the official
+// client had already read ahead while a handler was busy.
+#[tokio::test]
+async fn nothing_is_dispatched_after_kill() {
+    use agent_client_protocol::v1::schema::SessionNotification;
+    use agent_client_protocol::{Client, on_receive_notification};
+    let (p, out) = controlled();
+    let entered = Arc::new(AtomicUsize::new(0));
+    let (gate_tx, gate_rx) = watch::channel(false);
+    let e2 = entered.clone();
+    let client = Client.v1().on_receive_notification(
+        async move |_n: SessionNotification, _cx| {
+            e2.fetch_add(1, Ordering::SeqCst);
+            let mut gate = gate_rx.clone();
+            let _ = gate.wait_for(|open| *open).await;
+            Ok(())
+        },
+        on_receive_notification!(),
+    );
+    let agent = e2b_acp::AcpAgent::connect(p, client, AcpOptions::new())
+        .await
+        .unwrap();
+    // The first update blocks its handler; the next ones wait behind it (read ahead by the
+    // client or still in the transport).
+    for i in 0..10 {
+        out.send(update(i)).unwrap();
+    }
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while entered.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(agent.kill().await.unwrap());
+    gate_tx.send(true).unwrap();
+    for i in 10..20 {
+        out.send(update(i)).unwrap();
+    }
+    // Give a dispatch loop that ignored the kill time to deliver the 19 others.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        entered.load(Ordering::SeqCst),
+        1,
+        "messages were dispatched after kill()"
+    );
+    assert!(agent.wait().await.unwrap().killed);
+}

@@ -134,8 +134,12 @@ async fn oversize_stderr_flood_and_failed_exit_through_the_daemon() {
     );
 }
 
+// A sandbox command's exit is known only after all its output went through the output callbacks:
+// with the read queue full, the reader blocks those callbacks, so kill() must release it or
+// wait() never returns. (A local child's wait does not depend on its stdout: this needs the
+// daemon.)
 #[tokio::test]
-async fn back_pressure_and_kill_with_a_full_queue_through_the_daemon() {
+async fn kill_with_a_full_read_queue_lets_the_exit_be_seen_through_the_daemon() {
     let (_envd, c) = sandbox().await;
     let t = start(&c, &[], AcpOptions::new().read_queue_depth(4)).await;
     t.send_json(&json!({"jsonrpc":"2.0","id":1,"method":"_fake/do","params":{"actions":[{"flood":{"count":20000,"size":2000}}]}}))
@@ -158,6 +162,17 @@ async fn back_pressure_and_kill_with_a_full_queue_through_the_daemon() {
     assert!(exit.killed);
     assert!(t0.elapsed() < Duration::from_secs(3));
     eventually_dead(t.pid()).await;
+    // what was queued stays readable, in order, then the stream ends
+    let mut n = 0;
+    while let Some(m) = tokio::time::timeout(Duration::from_secs(2), t.recv())
+        .await
+        .unwrap()
+    {
+        let v: Value = serde_json::from_slice(&m.unwrap()).unwrap();
+        assert_eq!(v["params"]["i"], json!(n));
+        n += 1;
+    }
+    assert!(n <= 4, "{n}");
 }
 
 #[tokio::test]

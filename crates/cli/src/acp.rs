@@ -95,11 +95,16 @@ impl AsyncRead for StdinReader {
     }
 }
 
+/// How long `e2b acp` gives the agent to exit after the editor's EOF (passed on as the agent's
+/// EOF) in all: about 2¼ s of grace (three quarters), then the kill.
+const EOF_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// `e2b acp`: serves ACP on stdin/stdout with the agent running in the sandbox. Returns the exit
 /// code to exit with.
 ///
 /// - The agent's stderr is copied to this process's stderr as it arrives (an editor's log).
-/// - At EOF on stdin the agent is stopped (EOF, then killed after the stop timeout); on SIGTERM
+/// - At EOF on stdin the agent is stopped: EOF to it, and killed if it has not exited after a
+///   grace period of about 2 s (a 3 s stop); that exits 0. On SIGTERM
 ///   or SIGINT it is killed at once; either way this returns only once it is gone. A signal
 ///   exits with 128 + its number.
 /// - When the agent fails, this says why on stderr (exit code or signal, the message size limit,
@@ -122,6 +127,7 @@ pub async fn acp(args: AcpArgs) -> Result<i32, CliError> {
         Ok(())
     });
     opts.cwd = args.cwd.clone();
+    opts.stop_timeout = EOF_STOP_TIMEOUT;
     opts.envs = args.envs.iter().cloned().collect();
     let stop_timeout = opts.stop_timeout;
     let display = args.command.join(" ");
@@ -157,6 +163,13 @@ pub async fn acp(args: AcpArgs) -> Result<i32, CliError> {
         return Ok(128 + sig);
     }
     match exit {
+        // Killed by the stop after the editor's EOF: what the editor asked for.
+        Ok(Some(exit)) if exit.killed => {
+            eprintln!(
+                "e2b acp: the agent `{display}` did not exit after the end of input; it was killed"
+            );
+            Ok(0)
+        }
         Ok(Some(exit)) => Ok(exit_code(exit.code, exit.signal)),
         Ok(None) => Ok(1),
         // The agent's own failure: say so and exit as it did (its stderr already reached ours).

@@ -106,9 +106,11 @@ fn wait_exit(mut child: Child, within: Duration) -> std::process::ExitStatus {
 /// An agent that reports its pid on stderr and then neither reads stdin nor exits.
 const STUBBORN: &str = "echo pid=$$ >&2; exec sleep 600";
 
+/// `e2b acp` against `daemon` with `sh -c AGENT` as the agent (exec form: no login shell, whose
+/// profile may be slow or stall on a machine's own setup).
 fn start_bridge(daemon: &Daemon, agent: &str) -> (Child, mpsc::Receiver<String>) {
     let mut child = Command::new(E2B)
-        .args(["acp", "--sandbox", &daemon.url, "--", agent])
+        .args(["acp", "--sandbox", &daemon.url, "--", "sh", "-c", agent])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -145,8 +147,6 @@ fn sigterm_and_sigint_kill_the_agent_and_exit_128_plus_n() {
 }
 
 // EOF from the editor stops the agent (EOF to it) and the bridge exits with its code.
-// (An agent that ignores the EOF should be killed after the stop timeout; through `e2b acp`
-// that stop currently hangs: reported, not yet fixed.)
 #[test]
 fn stdin_eof_stops_the_agent() {
     let daemon = Daemon::start();
@@ -159,11 +159,56 @@ fn stdin_eof_stops_the_agent() {
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
 
+/// The pids of the processes the daemon at `url` lists (its process list, through the Rust
+/// commands client).
+fn daemon_pids(url: &str) -> Vec<u32> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let c = e2b_commands::Commands::new(
+            e2b_commands::EnvdConnection::new(e2b_commands::EnvdEndpoint::new(url.to_owned()))
+                .unwrap(),
+        );
+        c.list().await.unwrap().into_iter().map(|p| p.pid).collect()
+    })
+}
+
+// Issue 15: an agent that ignores the EOF (and SIGTERM/SIGHUP) is killed once the grace period
+// after the editor's EOF is over: the bridge exits, nothing is left in the sandbox.
+#[test]
+fn stdin_eof_kills_an_agent_that_ignores_it_after_the_grace_period() {
+    let daemon = Daemon::start();
+    let (mut child, rx) = start_bridge(
+        &daemon,
+        "echo pid=$$ >&2; trap '' TERM HUP; while :; do sleep 1; done",
+    );
+    let pid: u32 = wait_for_line(&rx, "pid=").parse().unwrap();
+    assert!(daemon_pids(&daemon.url).contains(&pid));
+    drop(child.stdin.take());
+    // the grace period (2 s) plus a margin for a loaded machine
+    let status = wait_exit(child, Duration::from_secs(15));
+    eventually_dead(pid, "stdin EOF to e2b acp with an agent that ignores it");
+    let left = daemon_pids(&daemon.url);
+    assert!(
+        !left.contains(&pid),
+        "the daemon still lists the agent: {left:?}"
+    );
+    // killed by the bridge after the grace period: what the editor asked for, and said so
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let said: Vec<String> = rx.try_iter().collect();
+    assert!(said.iter().any(|l| l.contains("was killed")), "{said:?}");
+}
+
 // Issue 15: a failed agent is explained on stderr, with its own stderr before it.
 #[test]
 fn a_failed_agent_is_explained_on_stderr() {
     let mut child = Command::new(E2B)
-        .args(["acp", "--", "echo agent-broke-its-config >&2; exit 3"])
+        .args([
+            "acp",
+            "--",
+            "sh",
+            "-c",
+            "echo agent-broke-its-config >&2; exit 3",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -193,7 +238,8 @@ fn require(path: &Path, what: &str) -> String {
     path.display().to_string()
 }
 
-fn echo_agent_command() -> String {
+/// The echo agent as `[python, script]` (exec form: no login shell).
+fn echo_agent_command() -> [String; 2] {
     let python = require(
         &agents_dir().join("venv/bin/python"),
         "the ACP Python SDK venv",
@@ -202,7 +248,7 @@ fn echo_agent_command() -> String {
         &agents_dir().join("python/examples/echo_agent.py"),
         "the ACP Python SDK echo agent",
     );
-    format!("{python} {agent}")
+    [python, agent]
 }
 
 // Issue 15: the official Python ACP SDK client drives `e2b acp` itself (initialize with fs and
@@ -217,7 +263,8 @@ fn python_sdk_client_drives_e2b_acp() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/acp/python_client_bridge.py");
     let out = Command::new(python)
         .arg(script)
-        .args([E2B, "acp", "--", &echo_agent_command()])
+        .args([E2B, "acp", "--"])
+        .args(echo_agent_command())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -257,7 +304,10 @@ fn rust_client_drives_e2b_acp() {
             },
             on_receive_notification!(),
         );
-        let process = e2b_acp::LocalProcess::spawn(E2B, ["acp", "--", agent.as_str()]).unwrap();
+        let [python, script] = &agent;
+        let process =
+            e2b_acp::LocalProcess::spawn(E2B, ["acp", "--", python.as_str(), script.as_str()])
+                .unwrap();
         let a = e2b_acp::AcpAgent::connect(process, client, e2b_acp::AcpOptions::new())
             .await
             .unwrap();

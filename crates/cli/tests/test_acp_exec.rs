@@ -32,7 +32,8 @@ while IFS= read -r l; do printf '{"jsonrpc":"2.0","method":"echo","params":%s}\n
 #[test]
 fn acp_bridge_rewrites_capabilities_and_keeps_fs_inside() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_e2b"))
-        .args(["acp", "--", ECHO_AGENT])
+        // exec form (`sh -c`): no login shell, whose profile may be slow on a machine's own setup
+        .args(["acp", "--", "sh", "-c", ECHO_AGENT])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -140,7 +141,7 @@ fn exec_server_stdio_runs_commands_in_the_sandbox() {
 #[test]
 fn acp_bridge_exits_with_the_agent_failure_code() {
     let out = Command::new(env!("CARGO_BIN_EXE_e2b"))
-        .args(["acp", "--", "echo broken >&2; exit 3"])
+        .args(["acp", "--", "sh", "-c", "echo broken >&2; exit 3"])
         .stdin(Stdio::null())
         .output()
         .unwrap();
