@@ -228,7 +228,11 @@ fn prepare_base_mounts(userns: RawFd) -> Result<BaseMounts, String> {
 }
 
 fn idmapped_tree(path: &str, userns: RawFd) -> Result<OwnedFd, String> {
-    let set = sys::MOUNT_ATTR_IDMAP | sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NODEV;
+    idmapped_tree_with(path, userns, 0)
+}
+
+fn idmapped_tree_with(path: &str, userns: RawFd, extra: u64) -> Result<OwnedFd, String> {
+    let set = sys::MOUNT_ATTR_IDMAP | sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NODEV | extra;
     // Recursive first; a submount whose filesystem cannot be idmapped fails the whole tree,
     // then the top mount alone.
     let fd = sys::open_tree_clone(path, true)?;
@@ -255,6 +259,106 @@ fn prepare_dir_mount(dir: &std::path::Path, userns: RawFd) -> Result<(OwnedFd, b
             Ok((fd, false))
         }
     }
+}
+
+/// A host path prepared for a read-only bind into the sandbox (`--mount-ro`).
+struct RoBind {
+    fd: OwnedFd,
+    /// Absolute path inside the sandbox.
+    target: std::path::PathBuf,
+    dir: bool,
+}
+
+/// A detached read-only (and nosuid, nodev) copy of `host`, idmapped into the sandbox's user
+/// namespace where the filesystem allows it (host root's files then belong to the sandbox's
+/// root; elsewhere they belong to `nobody` inside, readable as the host's modes allow).
+fn prepare_ro_bind(
+    host: &std::path::Path,
+    target: &std::path::Path,
+    userns: RawFd,
+) -> Result<RoBind, String> {
+    let path = host.to_string_lossy().into_owned();
+    let meta = std::fs::metadata(&path).map_err(|e| format!("--mount-ro {path}: {e}"))?;
+    let fd = match idmapped_tree_with(&path, userns, sys::MOUNT_ATTR_NOSUID) {
+        Ok(fd) => fd,
+        Err(e) => {
+            tracing::debug!(error = %e, "idmapped bind failed; plain read-only bind");
+            let fd = sys::open_tree_clone(&path, true)?;
+            sys::mount_setattr(
+                fd.as_raw_fd(),
+                sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOSUID,
+                None,
+                true,
+                &path,
+            )?;
+            fd
+        }
+    };
+    Ok(RoBind {
+        fd,
+        target: target.to_path_buf(),
+        dir: meta.is_dir(),
+    })
+}
+
+/// Creates the mount point of `bind` under the new root `r` (directories 0755 on the way, no
+/// symlink followed) and attaches the prepared mount there.
+fn attach_ro_bind(r: &str, bind: &RoBind) -> Result<(), String> {
+    let shown = bind.target.display();
+    let comps: Vec<String> = bind
+        .target
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    let mut cur = r.to_string();
+    for (i, c) in comps.iter().enumerate() {
+        cur = format!("{cur}/{c}");
+        let last = i + 1 == comps.len();
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(format!(
+                    "--mount-ro target {shown}: {} is a symlink in the sandbox; name the \
+                     path it points to",
+                    &cur[r.len()..]
+                ));
+            }
+            Ok(m) => {
+                if last && m.is_dir() != bind.dir {
+                    return Err(format!(
+                        "--mount-ro target {shown}: the sandbox has a {} there",
+                        if m.is_dir() { "directory" } else { "file" }
+                    ));
+                }
+                if !last && !m.is_dir() {
+                    return Err(format!(
+                        "--mount-ro target {shown}: {} is not a directory in the sandbox",
+                        &cur[r.len()..]
+                    ));
+                }
+            }
+            Err(_) => {
+                let made = if last && !bind.dir {
+                    sys::touch(&cur)
+                } else {
+                    sys::mkdir(&cur, 0o755)
+                };
+                made.map_err(|e| {
+                    format!(
+                        "--mount-ro target {shown}: {e} (inside a read-only directory of the \
+                         template the target must already exist)"
+                    )
+                })?;
+            }
+        }
+        // The sandbox's /root is private (0700); `user` must be able to reach a bind below it.
+        if i == 0 && !last && c == "root" {
+            sys::chmod(&cur, 0o711)?;
+        }
+    }
+    sys::move_mount(bind.fd.as_raw_fd(), &cur)
 }
 
 /// Starts the NAT helper for the holder's namespaces. Returns the fds stage 1 must keep (the
@@ -524,6 +628,11 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
             RootPlan::Dir { lower: fd }
         }
     };
+    let binds = spec
+        .ro_mounts
+        .iter()
+        .map(|(host, target)| prepare_ro_bind(host, target, userns.as_raw_fd()))
+        .collect::<Result<Vec<_>, _>>()?;
     let program = sys::open(&spec.program.to_string_lossy(), libc::O_PATH)?;
 
     // Enter the namespaces as their root.
@@ -572,7 +681,7 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
         drop(ready_r);
         drop(userns);
         drop(netns);
-        let code = match init_main(spec, root, &program, &set) {
+        let code = match init_main(spec, root, binds, &program, &set) {
             Ok(code) => code,
             Err(msg) => {
                 sys::write_all_fd(spec.status_fd, msg.as_bytes());
@@ -593,6 +702,7 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
     }
     drop(program);
     drop(root);
+    drop(binds);
     let code = supervise(&set, init);
     drop(hold_w);
     drop(nat_fds);
@@ -642,11 +752,12 @@ const STAGING: &str = "/tmp";
 fn init_main(
     spec: &ChildSpec,
     plan: RootPlan,
+    binds: Vec<RoBind>,
     program: &OwnedFd,
     set: &libc::sigset_t,
 ) -> Result<i32, String> {
     set_pdeathsig();
-    let root = build_root(spec, plan)?;
+    let root = build_root(spec, plan, binds)?;
     enter_root(&root)?;
     let host = sys::cstr(&spec.id)?;
     // SAFETY: valid buffer and length.
@@ -680,6 +791,21 @@ fn init_main(
         for fd in &spec.keep_fds {
             clear_cloexec(*fd);
         }
+        // Landlock first (its system calls must not be refused by the seccomp filter).
+        if spec.template == Template::Base {
+            match crate::fs_rules::install() {
+                Ok("not enforced") => eprintln!(
+                    "e2b-isolation: this kernel has no Landlock: writes are limited by the \
+                     read-only mounts alone"
+                ),
+                Ok(_) => {}
+                Err(msg) => {
+                    sys::write_all_fd(spec.status_fd, msg.as_bytes());
+                    // SAFETY: leave the forked child.
+                    unsafe { libc::_exit(127) };
+                }
+            }
+        }
         #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
         if let Err(msg) = crate::seccomp::install() {
             sys::write_all_fd(spec.status_fd, msg.as_bytes());
@@ -703,7 +829,7 @@ fn init_main(
     Ok(code)
 }
 
-fn build_root(spec: &ChildSpec, plan: RootPlan) -> Result<String, String> {
+fn build_root(spec: &ChildSpec, plan: RootPlan, binds: Vec<RoBind>) -> Result<String, String> {
     sys::mount(None, "/", None, libc::MS_REC | libc::MS_SLAVE, None)?;
     let size = format!("mode=0755,size={}m", spec.writable_mb.max(16));
     sys::mount(
@@ -782,6 +908,10 @@ fn build_root(spec: &ChildSpec, plan: RootPlan) -> Result<String, String> {
             resolv_conf(spec).as_bytes(),
         );
     }
+    for bind in &binds {
+        attach_ro_bind(r, bind)?;
+    }
+    drop(binds);
     // /proc of the sandbox's pid namespace (this process is its PID 1).
     sys::mount(
         Some("proc"),

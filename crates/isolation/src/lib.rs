@@ -3,6 +3,8 @@
 
 mod cgroup;
 mod child;
+mod fs_rules;
+mod paths;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod seccomp;
 mod spec;
@@ -16,7 +18,8 @@ use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock, mpsc};
 
-pub use spec::{Network, SANDBOX_USER_ID, SandboxSpec, Template};
+pub use paths::command_host_paths;
+pub use spec::{Network, RoMount, SANDBOX_USER_ID, SandboxSpec, Template};
 
 use crate::cgroup::Cgroup;
 use crate::spec::{ChildSpec, ID_COUNT, Nat};
@@ -240,6 +243,80 @@ fn uid_base() -> u32 {
     (1u32 << 30) + slot * ID_COUNT
 }
 
+/// Checks the read-only binds: the host path must exist (it is resolved here, so a symlink
+/// swapped later does not matter); the sandbox path must be absolute, without `.` or `..`,
+/// not `/` and not under `/proc`, `/dev` or `/sys`.
+fn resolve_ro_mounts(mounts: &[RoMount]) -> Result<Vec<(PathBuf, PathBuf)>, IsolationError> {
+    mounts
+        .iter()
+        .map(|m| {
+            let host = m.host.canonicalize().map_err(|e| {
+                IsolationError::Spec(format!("--mount-ro {}: {e}", m.host.display()))
+            })?;
+            let bad = |why: &str| {
+                IsolationError::Spec(format!("--mount-ro target {}: {why}", m.sandbox.display()))
+            };
+            let mut comps = m.sandbox.components();
+            if comps.next() != Some(std::path::Component::RootDir) {
+                return Err(bad("must be an absolute path"));
+            }
+            let rest: Vec<_> = comps.collect();
+            if rest.is_empty() {
+                return Err(bad("cannot replace the sandbox's root"));
+            }
+            if rest
+                .iter()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
+            {
+                return Err(bad("must not contain `.` or `..`"));
+            }
+            if let Some(std::path::Component::Normal(first)) = rest.first()
+                && ["proc", "dev", "sys"]
+                    .iter()
+                    .any(|d| OsStr::new(d) == *first)
+            {
+                return Err(bad("cannot be under /proc, /dev or /sys"));
+            }
+            Ok((host, m.sandbox.clone()))
+        })
+        .collect()
+}
+
+/// Spawns `cmd` from one long-lived thread with a parent-death signal (SIGKILL): the child
+/// is killed when this process exits, even by SIGKILL. (`PR_SET_PDEATHSIG` follows the
+/// *thread* that forked, so spawning from a short-lived thread, such as one of tokio's
+/// blocking pool, would kill the child when that thread ends.)
+///
+/// # Errors
+///
+/// [`IsolationError::Io`] when the command cannot be started; [`IsolationError::Setup`] when
+/// the spawner thread is gone.
+pub fn spawn_tied_to_process(mut cmd: Command) -> Result<Child, IsolationError> {
+    // SAFETY: prctl is async-signal-safe and the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+            Ok(())
+        });
+    }
+    let (tx, rx) = mpsc::channel();
+    spawner()?
+        .send((cmd, tx))
+        .map_err(|_| IsolationError::Setup("the spawner thread is gone".into()))?;
+    rx.recv()
+        .map_err(|_| IsolationError::Setup("the spawner thread is gone".into()))?
+        .map_err(|source| IsolationError::Io {
+            context: "start the process",
+            source,
+        })
+}
+
 /// A running sandbox. Dropping it kills every process in it and removes its cgroup.
 #[derive(Debug)]
 pub struct IsolatedSandbox {
@@ -319,6 +396,7 @@ impl IsolatedSandbox {
         if let Some(note) = &limits.note {
             tracing::warn!(sandbox = %spec.id, "{note}");
         }
+        let ro_mounts = resolve_ro_mounts(&spec.ro_mounts)?;
         let program = program
             .canonicalize()
             .map_err(|source| IsolationError::Io {
@@ -353,6 +431,7 @@ impl IsolatedSandbox {
             rlimit_as: cgroup
                 .is_none()
                 .then(|| spec.memory_mb.saturating_mul(1024 * 1024)),
+            ro_mounts,
         };
         let json = serde_json::to_string(&child_spec)
             .map_err(|e| IsolationError::Spec(format!("serialize: {e}")))?;

@@ -7,12 +7,24 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use e2b_isolation::{IsolatedSandbox, IsolationError, Network, SandboxSpec};
+use e2b_isolation::{IsolatedSandbox, IsolationError, Network, RoMount, SandboxSpec};
 
 fn main() {
     e2b_isolation::run_if_child();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let tests: [(&str, fn()); 6] = [
+    let tests: [(&str, fn()); 9] = [
+        (
+            "landlock_refuses_writes_outside_the_writable_paths",
+            landlock_refuses_writes_outside_the_writable_paths,
+        ),
+        (
+            "ro_mounts_show_host_paths_read_only",
+            ro_mounts_show_host_paths_read_only,
+        ),
+        (
+            "bad_ro_mounts_are_spec_errors",
+            bad_ro_mounts_are_spec_errors,
+        ),
         ("seccomp_refuses_keyctl", seccomp_refuses_keyctl),
         (
             "host_descriptors_do_not_leak_in",
@@ -209,5 +221,126 @@ fn seccomp_refuses_keyctl() {
         IsolatedSandbox::exit_code(status),
         0,
         "keyctl was not refused with EPERM inside the sandbox"
+    );
+}
+
+/// A host directory of its own for a test, removed on drop.
+struct HostDir(std::path::PathBuf);
+
+impl HostDir {
+    fn new(name: &str) -> Self {
+        let p = std::path::PathBuf::from(format!("/var/tmp/e2b-iso-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for HostDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn ro_mounts_show_host_paths_read_only() {
+    let dir = HostDir::new("ro");
+    let d = dir.0.display().to_string();
+    std::fs::write(dir.0.join("f"), "hello").unwrap();
+    std::fs::create_dir_all(dir.0.join("pkg/bin")).unwrap();
+    std::fs::write(dir.0.join("pkg/bin/tool"), "#!/bin/sh\necho tool-ran\n").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(
+        dir.0.join("pkg/bin/tool"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let spec = spec("ro")
+        .with_ro_mount(RoMount::same_path(&dir.0))
+        .with_ro_mount(RoMount::new(dir.0.join("pkg"), "/root/agent"))
+        .with_ro_mount(RoMount::new(dir.0.join("f"), "/home/user/notes.txt"));
+    // As the sandbox's root: the files are there, writes fail (read-only, even for root), a
+    // program in a bound directory runs, /root lets `user` through to the bind below it.
+    let script = format!(
+        "set -e; test \"$(cat {d}/f)\" = hello; \
+         if echo x > {d}/f 2>/dev/null; then echo wrote-over; exit 1; fi; \
+         if touch {d}/new 2>/dev/null; then echo created; exit 1; fi; \
+         test \"$(/root/agent/bin/tool)\" = tool-ran; \
+         test \"$(cat /home/user/notes.txt)\" = hello; \
+         test \"$(stat -c %a /root)\" = 711; \
+         test \"$(setpriv --reuid 1000 --regid 1000 --clear-groups /root/agent/bin/tool)\" = tool-ran"
+    );
+    let mut s = IsolatedSandbox::spawn(&spec, Path::new("/bin/sh"), &sh(&script), &[]).unwrap();
+    let status = s.wait().unwrap();
+    assert_eq!(
+        IsolatedSandbox::exit_code(status),
+        0,
+        "a --mount-ro path was missing, writable, or unreachable inside the sandbox"
+    );
+    assert_eq!(std::fs::read_to_string(dir.0.join("f")).unwrap(), "hello");
+    assert!(!dir.0.join("new").exists(), "a write reached the host");
+}
+
+fn bad_ro_mounts_are_spec_errors() {
+    let dir = HostDir::new("badro");
+    for (mount, want) in [
+        (RoMount::new("/definitely/not/here", "/x"), "not/here"),
+        (RoMount::new(&dir.0, "relative"), "absolute"),
+        (RoMount::new(&dir.0, "/"), "root"),
+        (RoMount::new(&dir.0, "/proc/x"), "/proc"),
+        (RoMount::new(&dir.0, "/a/../b"), ".."),
+    ] {
+        let err = IsolatedSandbox::spawn(
+            &spec("badro").with_ro_mount(mount.clone()),
+            Path::new("/bin/true"),
+            &["true".into()],
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, IsolationError::Spec(_)) && err.to_string().contains(want),
+            "{mount:?}: {err}"
+        );
+    }
+    // A target inside a read-only template directory that does not exist there.
+    let err = IsolatedSandbox::spawn(
+        &spec("badro2").with_ro_mount(RoMount::new(&dir.0, "/usr/e2b-no-such-dir")),
+        Path::new("/bin/true"),
+        &["true".into()],
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, IsolationError::Setup(_)) && err.to_string().contains("read-only"),
+        "{err}"
+    );
+}
+
+fn landlock_refuses_writes_outside_the_writable_paths() {
+    // landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION): the kernel's ABI.
+    // SAFETY: a query with no pointers.
+    let abi = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, 0usize, 0usize, 1u32) };
+    assert!(
+        abi >= 1,
+        "this kernel has no Landlock (landlock_create_ruleset: {}): it needs CONFIG_SECURITY_LANDLOCK \
+         and `landlock` in the lsm= boot parameter",
+        std::io::Error::last_os_error()
+    );
+    // As the sandbox's root, on the sandbox's root tmpfs, which is mounted read-write: only
+    // Landlock refuses there (EACCES, "Permission denied"). Remounting the read-only /usr is
+    // refused too (a Landlock-restricted process cannot change its mounts).
+    let script = "awk '$2==\"/\" {print $4}' /proc/mounts | grep -q '^rw' || { echo root-not-rw; exit 2; }; \
+        if mkdir /opt/landlock-probe 2>/tmp/err; then echo made-a-dir; exit 1; fi; \
+        grep -q 'Permission denied' /tmp/err || { cat /tmp/err; exit 3; }; \
+        if echo x > /etc-probe 2>/dev/null; then echo wrote-at-root; exit 1; fi; \
+        if mount -o remount,rw /usr 2>/dev/null; then echo remounted-usr; exit 4; fi; \
+        echo ok > /home/user/f && echo ok > /tmp/f && echo ok > /root/f && echo ok > /var/tmp/f";
+    let mut s =
+        IsolatedSandbox::spawn(&spec("landlock"), Path::new("/bin/sh"), &sh(script), &[]).unwrap();
+    let status = s.wait().unwrap();
+    assert_eq!(
+        IsolatedSandbox::exit_code(status),
+        0,
+        "Landlock did not refuse a write on a read-write mount outside the writable paths, or \
+         refused one inside them"
     );
 }
