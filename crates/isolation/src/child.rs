@@ -36,6 +36,25 @@ const FORWARDED: [libc::c_int; 6] = [
     libc::SIGUSR2,
 ];
 
+/// CLOCK_MONOTONIC in nanoseconds (the same clock in every process of the machine).
+pub(crate) fn monotonic_ns() -> u64 {
+    // SAFETY: `ts` is written by the kernel.
+    let ts = unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        ts
+    };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
+/// With `E2B_ISOLATION_TIMINGS` set: prints how long after `spawn` began `stage` was reached.
+pub(crate) fn mark(from: Option<u64>, stage: &str) {
+    if let Some(t0) = from {
+        let ms = monotonic_ns().saturating_sub(t0) as f64 / 1e6;
+        eprintln!("e2b-isolation timings: {ms:8.2} ms  {stage}");
+    }
+}
+
 /// Runs stage 1; returns the exit code.
 pub(crate) fn stage1(spec: ChildSpec) -> i32 {
     let status_fd = spec.status_fd;
@@ -521,6 +540,10 @@ fn exec_path(path: &str, argv: &[String]) -> ! {
 }
 
 fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
+    mark(
+        spec.timings_from,
+        "stage 1 runs (the binary was executed again)",
+    );
     // SAFETY: plain getters.
     let (my_pid, parent) = unsafe { (libc::getpid(), libc::getppid()) };
     // Nothing the supervisor's own parent left open (without close-on-exec) reaches the
@@ -532,22 +555,14 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
     for fd in &spec.keep_fds {
         set_cloexec(*fd);
     }
-    for procs in &spec.cgroup_procs {
-        std::fs::write(procs, my_pid.to_string())
-            .map_err(|e| format!("join cgroup {}: {e}", procs.display()))?;
-    }
-    if let Some(bytes) = spec.rlimit_as {
-        let lim = libc::rlimit {
-            rlim_cur: bytes,
-            rlim_max: bytes,
-        };
-        // SAFETY: valid rlimit struct.
-        unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) };
-    }
     let set = block_signals();
     let own_net = spec.network != Network::Host;
 
-    // The holder creates the user (and network) namespace and keeps them alive.
+    // The holder creates the user (and network) namespace and keeps them alive. It is forked
+    // before this process joins the cgroups, so that creating the namespaces (a network
+    // namespace can wait tens of milliseconds for the kernel's cleanup of earlier ones) and
+    // joining the cgroups (a v1 attach waits for an RCU grace period per hierarchy) overlap.
+    // The holder only sleeps; everything the sandbox runs is forked after the join.
     let (ready_r, ready_w) = pipe()?;
     let (hold_r, hold_w) = pipe()?;
     let holder = fork()?;
@@ -579,9 +594,26 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
     }
     drop(ready_w);
     drop(hold_r);
+    for procs in &spec.cgroup_procs {
+        std::fs::write(procs, my_pid.to_string())
+            .map_err(|e| format!("join cgroup {}: {e}", procs.display()))?;
+    }
+    if let Some(bytes) = spec.rlimit_as {
+        let lim = libc::rlimit {
+            rlim_cur: bytes,
+            rlim_max: bytes,
+        };
+        // SAFETY: valid rlimit struct.
+        unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) };
+    }
+    mark(spec.timings_from, "stage 1: joined the cgroups");
     if !read_byte(ready_r.as_raw_fd()) {
         return Err(String::new());
     }
+    mark(
+        spec.timings_from,
+        "holder: user (and network) namespace created",
+    );
     write_id_maps(holder, spec.uid_base)?;
     let userns = sys::open(&format!("/proc/{holder}/ns/user"), libc::O_RDONLY)?;
     let netns = if own_net {
@@ -604,6 +636,7 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
         _ => Vec::new(),
     };
 
+    mark(spec.timings_from, "stage 1: id maps written, NAT started");
     // Mounts prepared as host root (idmapping needs CAP_SYS_ADMIN in the initial namespace).
     let root = match &spec.template {
         Template::Base => {
@@ -634,6 +667,7 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
         .map(|(host, target)| prepare_ro_bind(host, target, userns.as_raw_fd()))
         .collect::<Result<Vec<_>, _>>()?;
     let program = sys::open(&spec.program.to_string_lossy(), libc::O_PATH)?;
+    mark(spec.timings_from, "stage 1: mounts prepared");
 
     // Enter the namespaces as their root.
     // SAFETY: single-threaded process; fds are valid namespace fds.
@@ -674,6 +708,10 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
         "unshare mount/pid/uts/ipc namespaces",
     )?;
 
+    mark(
+        spec.timings_from,
+        "stage 1: namespaces entered and unshared",
+    );
     let init = fork()?;
     if init == 0 {
         drop(hold_w);
@@ -758,6 +796,7 @@ fn init_main(
 ) -> Result<i32, String> {
     set_pdeathsig();
     let root = build_root(spec, plan, binds)?;
+    mark(spec.timings_from, "init: root filesystem built");
     enter_root(&root)?;
     let host = sys::cstr(&spec.id)?;
     // SAFETY: valid buffer and length.
@@ -780,6 +819,7 @@ fn init_main(
     for (k, v) in &spec.env {
         env.push(sys::cstr(&format!("{k}={v}"))?);
     }
+    mark(spec.timings_from, "init: pivoted, forking the program");
     let child = fork()?;
     if child == 0 {
         unblock_all_signals();
@@ -812,6 +852,10 @@ fn init_main(
             // SAFETY: leave the forked child.
             unsafe { libc::_exit(127) };
         }
+        mark(
+            spec.timings_from,
+            "program: landlock and seccomp installed, exec",
+        );
         let msg = sys::execveat(program.as_raw_fd(), &argv, &env);
         sys::write_all_fd(spec.status_fd, msg.as_bytes());
         // SAFETY: leave the forked child.

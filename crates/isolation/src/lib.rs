@@ -348,6 +348,7 @@ impl IsolatedSandbox {
         args: &[String],
         keep_fds: &[RawFd],
     ) -> Result<Self, IsolationError> {
+        let timings_from = std::env::var_os("E2B_ISOLATION_TIMINGS").map(|_| child::monotonic_ns());
         if !valid_id(&spec.id) {
             return Err(IsolationError::Spec(format!(
                 "sandbox id {:?} must be 1-63 letters, digits, '-', '_' or '.'",
@@ -365,37 +366,6 @@ impl IsolatedSandbox {
             _ => None,
         };
         let cg_name = format!("e2b-{}-{}", spec.id, uid_base() >> 16);
-        let cgroup = Cgroup::create(&cg_name, spec.memory_mb, spec.pids_max, spec.cpu_count)?;
-        let limits = match &cgroup {
-            Some(cg) => Limits {
-                cgroup: if cgroup::layout() == cgroup::Layout::V2 {
-                    "v2"
-                } else {
-                    "v1"
-                },
-                enforced: cg.enforced.clone(),
-                note: (!cg.enforced.contains(&"memory") || !cg.enforced.contains(&"pids")).then(
-                    || {
-                        format!(
-                            "only {} limits could be set on this host's cgroups",
-                            cg.enforced.join(", ")
-                        )
-                    },
-                ),
-            },
-            None => Limits {
-                cgroup: "none",
-                enforced: Vec::new(),
-                note: Some(
-                    "no cgroup could be created: memory is limited per process (RLIMIT_AS), \
-                     process count and CPU are not limited, pause/resume is unavailable"
-                        .into(),
-                ),
-            },
-        };
-        if let Some(note) = &limits.note {
-            tracing::warn!(sandbox = %spec.id, "{note}");
-        }
         let ro_mounts = resolve_ro_mounts(&spec.ro_mounts)?;
         let program = program
             .canonicalize()
@@ -414,27 +384,8 @@ impl IsolatedSandbox {
         // SAFETY: both fds are new.
         let (status_r, status_w) =
             unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        let uid_base = uid_base();
-        let child_spec = ChildSpec {
-            id: spec.id.clone(),
-            uid_base,
-            network: spec.network,
-            nat,
-            template: spec.template.clone(),
-            program,
-            argv: args.to_vec(),
-            env: spec.env.clone(),
-            keep_fds: keep_fds.to_vec(),
-            status_fd: status_w.as_raw_fd(),
-            cgroup_procs: cgroup.as_ref().map(|c| c.procs_files()).unwrap_or_default(),
-            writable_mb: spec.writable_mb.unwrap_or(spec.memory_mb),
-            rlimit_as: cgroup
-                .is_none()
-                .then(|| spec.memory_mb.saturating_mul(1024 * 1024)),
-            ro_mounts,
-        };
-        let json = serde_json::to_string(&child_spec)
-            .map_err(|e| IsolationError::Spec(format!("serialize: {e}")))?;
+        // The number the child inherits it under.
+        let status_fd = status_w.as_raw_fd();
         let exe = std::env::current_exe().map_err(|source| IsolationError::Io {
             context: "find the current executable",
             source,
@@ -493,6 +444,78 @@ impl IsolatedSandbox {
             })?;
         drop(status_w);
         drop(spec_r);
+        // The child is executing (loading the binary) while the cgroups are made: it waits for
+        // its description, which names them.
+        let cgroup = match Cgroup::create(&cg_name, spec.memory_mb, spec.pids_max, spec.cpu_count) {
+            Ok(cg) => cg,
+            Err(e) => {
+                drop(spec_w);
+                let mut child = child;
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
+        let limits = match &cgroup {
+            Some(cg) => Limits {
+                cgroup: if cgroup::layout() == cgroup::Layout::V2 {
+                    "v2"
+                } else {
+                    "v1"
+                },
+                enforced: cg.enforced.clone(),
+                note: (!cg.enforced.contains(&"memory") || !cg.enforced.contains(&"pids")).then(
+                    || {
+                        format!(
+                            "only {} limits could be set on this host's cgroups",
+                            cg.enforced.join(", ")
+                        )
+                    },
+                ),
+            },
+            None => Limits {
+                cgroup: "none",
+                enforced: Vec::new(),
+                note: Some(
+                    "no cgroup could be created: memory is limited per process (RLIMIT_AS), \
+                     process count and CPU are not limited, pause/resume is unavailable"
+                        .into(),
+                ),
+            },
+        };
+        if let Some(note) = &limits.note {
+            tracing::warn!(sandbox = %spec.id, "{note}");
+        }
+        let uid_base = uid_base();
+        let child_spec = ChildSpec {
+            id: spec.id.clone(),
+            uid_base,
+            network: spec.network,
+            nat,
+            template: spec.template.clone(),
+            program,
+            argv: args.to_vec(),
+            env: spec.env.clone(),
+            keep_fds: keep_fds.to_vec(),
+            status_fd,
+            cgroup_procs: cgroup.as_ref().map(|c| c.procs_files()).unwrap_or_default(),
+            writable_mb: spec.writable_mb.unwrap_or(spec.memory_mb),
+            rlimit_as: cgroup
+                .is_none()
+                .then(|| spec.memory_mb.saturating_mul(1024 * 1024)),
+            ro_mounts,
+            timings_from,
+        };
+        let json = match serde_json::to_string(&child_spec) {
+            Ok(json) => json,
+            Err(e) => {
+                drop(spec_w);
+                let mut child = child;
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(IsolationError::Spec(format!("serialize: {e}")));
+            }
+        };
         {
             use std::io::Write as _;
             // The child reads it to EOF before anything else; a failure shows as its error.
@@ -511,6 +534,7 @@ impl IsolatedSandbox {
         let mut file = std::fs::File::from(status_r);
         use std::io::Read as _;
         let _ = (&mut file).take(64 * 1024).read_to_end(&mut msg);
+        child::mark(timings_from, "supervisor: the program was executed");
         if !msg.is_empty() {
             let _ = sandbox.kill();
             return Err(IsolationError::Setup(

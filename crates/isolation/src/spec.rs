@@ -233,6 +233,10 @@ pub(crate) struct ChildSpec {
     /// Read-only binds: (canonical host path, path in the sandbox).
     #[serde(default)]
     pub ro_mounts: Vec<(PathBuf, PathBuf)>,
+    /// `E2B_ISOLATION_TIMINGS` was set: CLOCK_MONOTONIC (ns) when `spawn` began; each stage
+    /// prints its offset from it on stderr.
+    #[serde(default)]
+    pub timings_from: Option<u64>,
 }
 
 /// Number of ids mapped into each sandbox's user namespace (0..65536 inside).
