@@ -12,7 +12,11 @@ use e2b_isolation::{IsolatedSandbox, IsolationError, Network, RoMount, SandboxSp
 fn main() {
     e2b_isolation::run_if_child();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let tests: [(&str, fn()); 9] = [
+    let tests: [(&str, fn()); 10] = [
+        (
+            "cgroup_v2_freezes_counts_and_kills",
+            cgroup_v2_freezes_counts_and_kills,
+        ),
         (
             "landlock_refuses_writes_outside_the_writable_paths",
             landlock_refuses_writes_outside_the_writable_paths,
@@ -343,4 +347,84 @@ fn landlock_refuses_writes_outside_the_writable_paths() {
         "Landlock did not refuse a write on a read-write mount outside the writable paths, or \
          refused one inside them"
     );
+}
+
+/// The cgroup v2 code path (`cgroup.freeze`, `cgroup.kill`, `cpu.stat`, and `memory.max` /
+/// `pids.max` where the v2 hierarchy has those controllers), forced onto the host's v2
+/// hierarchy: `/sys/fs/cgroup` on a pure v2 host, `/sys/fs/cgroup/unified` on a hybrid one.
+fn cgroup_v2_freezes_counts_and_kills() {
+    let root = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+        .into_iter()
+        .find(|r| Path::new(r).join("cgroup.controllers").exists())
+        .expect(
+            "no cgroup v2 hierarchy is mounted (neither /sys/fs/cgroup nor /sys/fs/cgroup/unified)",
+        );
+    let controllers = std::fs::read_to_string(Path::new(root).join("cgroup.controllers")).unwrap();
+    // SAFETY: this test binary runs its tests one after another on the main thread; the
+    // spawner thread reads the environment only while spawn() waits for it.
+    unsafe { std::env::set_var("E2B_ISOLATION_CGROUP_V2_ROOT", root) };
+    let marker = format!("e2b-iso-v2-{}", std::process::id());
+    let started = IsolatedSandbox::spawn(
+        &spec("v2").with_memory_mb(256).with_pids_max(64),
+        Path::new("/bin/bash"),
+        &[
+            "bash".into(),
+            "-c".into(),
+            format!("setsid bash -c '(exec -a {marker} sleep 1000) &'; while :; do :; done"),
+        ],
+        &[],
+    );
+    // SAFETY: as above.
+    unsafe { std::env::remove_var("E2B_ISOLATION_CGROUP_V2_ROOT") };
+    let mut s = started.unwrap();
+    assert_eq!(s.limits().cgroup, "v2", "{:?}", s.limits());
+    for c in ["memory", "pids"] {
+        let available = controllers.split_whitespace().any(|x| x == c);
+        assert_eq!(
+            s.limits().enforced.contains(&c),
+            available,
+            "{c}: available on {root} = {available}, limits {:?}",
+            s.limits()
+        );
+        if !available {
+            println!(
+                "  ({c} is not a v2 controller on this host: {root} has `{}`)",
+                controllers.trim()
+            );
+        }
+    }
+    let cpu = |s: &IsolatedSandbox| s.stats().cpu_ns.expect("usage_usec from the v2 cpu.stat");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (cpu(&s) == 0 || host_pids_with(&marker) == 0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(cpu(&s) > 0, "the busy loop used no CPU");
+    assert!(host_pids_with(&marker) > 0, "the setsid child did not start");
+    s.freeze().unwrap();
+    let a = cpu(&s);
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(
+        a,
+        cpu(&s),
+        "a sandbox frozen through cgroup.freeze used CPU"
+    );
+    s.thaw().unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(cpu(&s) > a, "a thawed sandbox did not run again");
+    s.kill().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while host_pids_with(&marker) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        host_pids_with(&marker),
+        0,
+        "cgroup.kill left the setsid child running"
+    );
+    let leftover = std::fs::read_dir(root).unwrap().flatten().any(|e| {
+        e.file_name()
+            .to_string_lossy()
+            .starts_with(&format!("e2b-t-v2-{}", std::process::id()))
+    });
+    assert!(!leftover, "the sandbox's v2 cgroup was not removed");
 }
