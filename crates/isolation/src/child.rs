@@ -111,8 +111,10 @@ fn block_signals() -> libc::sigset_t {
 }
 
 fn unblock_all_signals() {
-    // SAFETY: sigset manipulation on a local set.
+    // SAFETY: sigset manipulation on a local set; SIGPIPE back to its default (Rust programs
+    // ignore it, and an ignored signal stays ignored across exec: pasta refuses to start then).
     unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
@@ -425,8 +427,12 @@ fn start_nat(spec: &ChildSpec, nat: &Nat, holder: libc::pid_t) -> Result<Vec<Own
             // process kills it when stage 1's pipe closes.
             let bin_s = bin.to_string_lossy().into_owned();
             let pidfile = format!("/tmp/.e2b-isolation-pasta-{}", std::process::id());
+            // `--runas 0`: as root, pasta otherwise switches to `nobody`, which cannot join the
+            // sandbox's user namespace (created by host root), and fails.
             let argv = [
                 bin_s.clone(),
+                "--runas".into(),
+                "0".into(),
                 "--config-net".into(),
                 "--quiet".into(),
                 "-t".into(),

@@ -357,12 +357,35 @@ impl IsolatedSandbox {
         }
         let probe = probe();
         probe.check(spec.network)?;
-        let nat = match spec.network {
-            Network::Internet => probe
+        let nat = match (
+            spec.network,
+            std::env::var("E2B_ISOLATION_NAT").ok().as_deref(),
+        ) {
+            (Network::Internet, None | Some("")) => probe
                 .slirp4netns
                 .clone()
                 .map(Nat::Slirp4netns)
                 .or(probe.pasta.clone().map(Nat::Pasta)),
+            // Forced (to test one helper where both are installed).
+            (Network::Internet, Some("pasta")) => Some(Nat::Pasta(probe.pasta.clone().ok_or(
+                IsolationError::Unsupported {
+                    what: "E2B_ISOLATION_NAT=pasta",
+                    reason: "pasta is not installed (package `passt`)".into(),
+                },
+            )?)),
+            (Network::Internet, Some("slirp4netns")) => {
+                Some(Nat::Slirp4netns(probe.slirp4netns.clone().ok_or(
+                    IsolationError::Unsupported {
+                        what: "E2B_ISOLATION_NAT=slirp4netns",
+                        reason: "slirp4netns is not installed (package `slirp4netns`)".into(),
+                    },
+                )?))
+            }
+            (Network::Internet, Some(other)) => {
+                return Err(IsolationError::Spec(format!(
+                    "E2B_ISOLATION_NAT={other:?}: expected pasta or slirp4netns"
+                )));
+            }
             _ => None,
         };
         let cg_name = format!("e2b-{}-{}", spec.id, uid_base() >> 16);

@@ -12,7 +12,11 @@ use e2b_isolation::{IsolatedSandbox, IsolationError, Network, RoMount, SandboxSp
 fn main() {
     e2b_isolation::run_if_child();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let tests: [(&str, fn()); 10] = [
+    let tests: [(&str, fn()); 11] = [
+        (
+            "pasta_gives_a_tap_device_and_dns_and_no_host_loopback",
+            pasta_gives_a_tap_device_and_dns_and_no_host_loopback,
+        ),
         (
             "cgroup_v2_freezes_counts_and_kills",
             cgroup_v2_freezes_counts_and_kills,
@@ -399,7 +403,10 @@ fn cgroup_v2_freezes_counts_and_kills() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(cpu(&s) > 0, "the busy loop used no CPU");
-    assert!(host_pids_with(&marker) > 0, "the setsid child did not start");
+    assert!(
+        host_pids_with(&marker) > 0,
+        "the setsid child did not start"
+    );
     s.freeze().unwrap();
     let a = cpu(&s);
     std::thread::sleep(Duration::from_millis(400));
@@ -427,4 +434,74 @@ fn cgroup_v2_freezes_counts_and_kills() {
             .starts_with(&format!("e2b-t-v2-{}", std::process::id()))
     });
     assert!(!leftover, "the sandbox's v2 cgroup was not removed");
+}
+
+/// Host processes running `pasta`.
+fn pasta_processes() -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            // argv[0] (the binary is `passt`, `pasta` a link to it).
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| {
+                    c.split(|b| *b == 0)
+                        .next()
+                        .is_some_and(|a| a.ends_with(b"pasta"))
+                })
+                .unwrap_or(false)
+        })
+        .count()
+}
+
+/// `--network internet` through pasta (forced with `E2B_ISOLATION_NAT=pasta`; slirp4netns is
+/// preferred when both are installed): the sandbox gets its interface, a default route and
+/// pasta's DNS address; the host's loopback stays unreachable; pasta ends with the sandbox. No
+/// traffic leaves the machine (only the sandbox's own loopback is dialled).
+fn pasta_gives_a_tap_device_and_dns_and_no_host_loopback() {
+    assert!(
+        Path::new("/usr/bin/pasta").exists(),
+        "this test needs pasta (Debian package `passt`, installed by .ci/run)"
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let before = pasta_processes();
+    let script = format!(
+        "ip -o link | grep -v ' lo:' | grep -q 'UP' || {{ echo no-interface; exit 2; }}; \
+         ip route show default | grep -q '^default via' || {{ echo no-route; exit 3; }}; \
+         grep -qx 'nameserver 169.254.1.1' /etc/resolv.conf || {{ echo no-dns; exit 4; }}; \
+         if timeout 3 bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' 2>/dev/null; then echo reached; exit 5; fi"
+    );
+    // SAFETY: tests run one after another on the main thread (see cgroup_v2_…).
+    unsafe { std::env::set_var("E2B_ISOLATION_NAT", "pasta") };
+    let started = IsolatedSandbox::spawn(
+        &spec("pasta").with_network(Network::Internet),
+        Path::new("/bin/bash"),
+        &["bash".into(), "-c".into(), script],
+        &[],
+    );
+    // SAFETY: as above.
+    unsafe { std::env::remove_var("E2B_ISOLATION_NAT") };
+    let mut s = started.unwrap();
+    assert_eq!(
+        pasta_processes(),
+        before + 1,
+        "pasta is not running for the sandbox"
+    );
+    let status = s.wait().unwrap();
+    assert_eq!(
+        IsolatedSandbox::exit_code(status),
+        0,
+        "pasta did not configure the sandbox (interface, route, DNS) or the host loopback was reached"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the host's loopback listener got a connection from the sandbox"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pasta_processes() > before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(pasta_processes(), before, "pasta outlived its sandbox");
 }
