@@ -24,6 +24,11 @@ pub use spec::{Network, RoMount, SANDBOX_USER_ID, SandboxSpec, Template};
 use crate::cgroup::Cgroup;
 use crate::spec::{ChildSpec, ID_COUNT, Nat};
 
+/// Set in the program's environment when the sandbox's limits are weaker than asked (no
+/// cgroup, or some controllers missing): the same text as [`Limits::note`], for the program to
+/// report (envd can show it in `/health`).
+pub const LIMITS_NOTE_ENV: &str = "E2B_SANDBOX_LIMITS_NOTE";
+
 /// The hidden first argument that makes [`run_if_child`] build a sandbox.
 pub const CHILD_ARG: &str = "__e2b-isolation-child";
 
@@ -518,7 +523,13 @@ impl IsolatedSandbox {
             template: spec.template.clone(),
             program,
             argv: args.to_vec(),
-            env: spec.env.clone(),
+            env: {
+                let mut env = spec.env.clone();
+                if let Some(note) = &limits.note {
+                    env.push((LIMITS_NOTE_ENV.into(), note.clone()));
+                }
+                env
+            },
             keep_fds: keep_fds.to_vec(),
             status_fd,
             cgroup_procs: cgroup.as_ref().map(|c| c.procs_files()).unwrap_or_default(),

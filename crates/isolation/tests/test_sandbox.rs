@@ -12,7 +12,11 @@ use e2b_isolation::{IsolatedSandbox, IsolationError, Network, RoMount, SandboxSp
 fn main() {
     e2b_isolation::run_if_child();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let tests: [(&str, fn()); 11] = [
+    let tests: [(&str, fn()); 12] = [
+        (
+            "weaker_limits_are_told_to_the_program",
+            weaker_limits_are_told_to_the_program,
+        ),
         (
             "pasta_gives_a_tap_device_and_dns_and_no_host_loopback",
             pasta_gives_a_tap_device_and_dns_and_no_host_loopback,
@@ -504,4 +508,37 @@ fn pasta_gives_a_tap_device_and_dns_and_no_host_loopback() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(pasta_processes(), before, "pasta outlived its sandbox");
+}
+
+/// When a sandbox gets weaker limits than asked, its program finds the note in
+/// `E2B_SANDBOX_LIMITS_NOTE` (for envd to report). Made here with the cgroup v2 path on a v2
+/// hierarchy without the memory and pids controllers (this hybrid host's `unified`); on a host
+/// whose v2 hierarchy has them, the variable must be absent.
+fn weaker_limits_are_told_to_the_program() {
+    let root = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .into_iter()
+        .find(|r| Path::new(r).join("cgroup.controllers").exists())
+        .expect("no cgroup v2 hierarchy is mounted");
+    let script = format!(
+        "case \"${{{v}:-}}\" in *limits*) exit 10;; '') exit 20;; *) exit 30;; esac",
+        v = e2b_isolation::LIMITS_NOTE_ENV
+    );
+    // SAFETY: tests run one after another on the main thread (see cgroup_v2_…).
+    unsafe { std::env::set_var("E2B_ISOLATION_CGROUP_V2_ROOT", root) };
+    let started = IsolatedSandbox::spawn(&spec("note"), Path::new("/bin/sh"), &sh(&script), &[]);
+    // SAFETY: as above.
+    unsafe { std::env::remove_var("E2B_ISOLATION_CGROUP_V2_ROOT") };
+    let mut s = started.unwrap();
+    let weaker = s.limits().note.is_some();
+    let code = IsolatedSandbox::exit_code(s.wait().unwrap());
+    if weaker {
+        assert_eq!(
+            code,
+            10,
+            "the program did not get the limits note {:?}",
+            s.limits().note
+        );
+    } else {
+        assert_eq!(code, 20, "full limits, yet the program got a note");
+    }
 }
