@@ -13,7 +13,7 @@ use e2b_acp::{AcpError, AcpOptions, run_bridge_until, start_acp_transport};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::args::AcpArgs;
-use crate::run::{CliError, command_line, exit_code, open_sandbox};
+use crate::run::{CliError, command_line, exit_code};
 
 /// Completes on SIGTERM or SIGINT, with the signal number; never when the handlers cannot be
 /// installed (then the default action applies).
@@ -119,7 +119,10 @@ const EOF_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 ///
 /// Dropping the future kills the agent (the transport owns it).
 pub async fn acp(args: AcpArgs) -> Result<i32, CliError> {
-    let sandbox = open_sandbox(&args.sandbox).await?;
+    // Isolated, the agent's own program and package directories (outside /usr) are shown
+    // read-only in the sandbox, so agents installed under host paths run there.
+    let shown = e2b_isolation::command_host_paths(&args.command);
+    let sandbox = crate::run::open_sandbox_with_mounts(&args.sandbox, &shown).await?;
     let mut opts = AcpOptions::default().on_stderr(|b| {
         let mut err = std::io::stderr().lock();
         err.write_all(b)?;
@@ -157,6 +160,7 @@ pub async fn acp(args: AcpArgs) -> Result<i32, CliError> {
         .map(Some),
     };
     let _ = sandbox.kill().await;
+    crate::run::stop_isolated().await;
     let sig = signalled.load(std::sync::atomic::Ordering::Acquire);
     if sig != 0 {
         eprintln!("e2b acp: received signal {sig}; the agent `{display}` was killed");

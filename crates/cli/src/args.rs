@@ -29,7 +29,7 @@ pub enum Command {
     Acp(AcpArgs),
     /// Serve MCP exec tools (exec_command, upload_file, download_file, ...) over stdio or
     /// Streamable HTTP, running in a sandbox.
-    ExecServer(e2b_exec_server::ExecServerArgs),
+    ExecServer(ExecServerCmd),
     /// Manage sandboxes through E2B's API: create, list, info, kill, timeout, pause, resume,
     /// connect (E2B's cloud with E2B_API_KEY, or `e2b serve` with E2B_API_URL).
     #[command(visible_alias = "sbx")]
@@ -54,16 +54,42 @@ pub struct SandboxArgs {
     /// E2B_API_URL); it is resumed if paused and keeps running afterwards.
     #[arg(long, value_name = "ID")]
     pub sandbox_id: Option<String>,
-    /// The embedded local sandbox: `on` runs it isolated (this binary as `e2b envd --isolate
-    /// --network none`: its own namespaces, root filesystem and limits, see
-    /// docs/isolation.md; Linux, root), `none` runs commands on this machine.
+    /// The embedded local sandbox: `on` (default) runs it isolated (this binary as `e2b envd
+    /// --isolate --network none`: its own namespaces, root filesystem and limits, see
+    /// docs/isolation.md; Linux, root), `none` runs commands directly on this machine.
     #[arg(
         long,
         value_name = "on|none",
-        default_value = "none",
+        default_value = "on",
         env = "E2B_ISOLATION"
     )]
     pub isolation: String,
+    /// With isolation on: show a host path read-only inside the sandbox, at the same path or
+    /// at SANDBOX (repeatable).
+    #[arg(long = "mount-ro", value_name = "HOST[:SANDBOX]")]
+    pub mount_ro: Vec<String>,
+}
+
+/// `e2b exec-server`: the server's options and the local sandbox's isolation.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExecServerCmd {
+    /// The server's options.
+    #[command(flatten)]
+    pub args: e2b_exec_server::ExecServerArgs,
+    /// The local sandbox (without --sandbox): `on` (default) runs it isolated (this binary as
+    /// `e2b envd --isolate --network none`, see docs/isolation.md; Linux, root), `none` runs
+    /// commands directly on this machine.
+    #[arg(
+        long,
+        value_name = "on|none",
+        default_value = "on",
+        env = "E2B_ISOLATION"
+    )]
+    pub isolation: String,
+    /// With isolation on: show a host path read-only inside the sandbox, at the same path or
+    /// at SANDBOX (repeatable).
+    #[arg(long = "mount-ro", value_name = "HOST[:SANDBOX]")]
+    pub mount_ro: Vec<String>,
 }
 
 /// `e2b run`.

@@ -9,6 +9,6 @@ pub mod sandbox_cmd;
 mod serve;
 
 pub use acp::acp;
-pub use args::{AcpArgs, Cli, Command, RunArgs, SandboxArgs};
-pub use run::{CliError, TIMEOUT_EXIT_CODE, open_sandbox, run};
+pub use args::{AcpArgs, Cli, Command, ExecServerCmd, RunArgs, SandboxArgs};
+pub use run::{CliError, TIMEOUT_EXIT_CODE, exec_server, open_sandbox, run};
 pub use serve::serve;

@@ -29,21 +29,102 @@ pub enum CliError {
 /// signal) and takes its sandbox along.
 static ISOLATED: std::sync::Mutex<Vec<std::process::Child>> = std::sync::Mutex::new(Vec::new());
 
-fn start_isolated_envd() -> Result<String, CliError> {
+/// A random access token for an isolated daemon (only this process can then call it).
+fn random_token() -> Result<String, CliError> {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 24];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| CliError::Isolation(format!("read /dev/urandom for a token: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Starts this binary as `e2b envd --isolate --network none [--mount-ro …]` on a free
+/// loopback port with a random access token (passed in its environment, not its command
+/// line); returns its URL and the token.
+fn start_isolated_envd(mounts: &[String]) -> Result<(String, String), CliError> {
+    if let Err(e) = e2b_isolation::probe().check(e2b_isolation::Network::None) {
+        return Err(CliError::Isolation(match e {
+            e2b_isolation::IsolationError::Unsupported { what, reason } => {
+                format!("{what} is not available: {reason}")
+            }
+            other => other.to_string(),
+        }));
+    }
     let exe = std::env::current_exe()
         .map_err(|e| CliError::Isolation(format!("find the e2b binary: {e}")))?;
-    let extra = ["--network".to_string(), "none".to_string()];
-    let (url, child) = e2b_envd::EnvdArgs::spawn_isolated(&exe, &["envd"], &extra)
+    let mut extra = vec!["--network".to_string(), "none".to_string()];
+    for m in mounts {
+        extra.push("--mount-ro".into());
+        extra.push(m.clone());
+    }
+    let token = random_token()?;
+    let env = [("E2B_ENVD_ACCESS_TOKEN".to_string(), token.clone())];
+    let (url, child) = e2b_envd::EnvdArgs::spawn_isolated_with_env(&exe, &["envd"], &extra, &env)
         .map_err(|e| CliError::Isolation(e.to_string()))?;
     if let Ok(mut all) = ISOLATED.lock() {
         all.push(child);
     }
-    Ok(url)
+    Ok((url, token))
+}
+
+/// Stops the isolated daemons this process started: SIGTERM (the supervisor stops its
+/// sandbox and removes its cgroups), SIGKILL after 6 s. Without it they still die with this
+/// process (parent-death signal), but their empty cgroups would be left behind.
+pub(crate) async fn stop_isolated() {
+    let children: Vec<std::process::Child> = match ISOLATED.lock() {
+        Ok(mut all) => all.drain(..).collect(),
+        Err(_) => return,
+    };
+    for mut child in children {
+        if let Ok(pid) = i32::try_from(child.id()) {
+            // SAFETY: plain kill of our own child (not yet reaped, so the pid is still ours).
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(6);
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) | Err(_) => break,
+                Ok(None) if std::time::Instant::now() > deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                Ok(None) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+            }
+        }
+    }
+}
+
+/// Whether `--isolation` asks for isolation (`on`) or not (`none`, said on stderr).
+fn isolation_on(value: &str) -> Result<bool, CliError> {
+    match value {
+        "on" => Ok(true),
+        "none" => {
+            eprintln!(
+                "e2b: --isolation none: the local sandbox is not isolated; commands run directly \
+                 on this machine as this user"
+            );
+            Ok(false)
+        }
+        other => Err(CliError::Isolation(format!(
+            "unknown --isolation {other:?}: expected on or none"
+        ))),
+    }
 }
 
 /// Opens the sandbox the flags name: an existing sandbox of E2B's API at `--sandbox-id`, an
-/// envd at `--sandbox`, else the embedded local one.
+/// envd at `--sandbox`, else the local one (isolated unless `--isolation none`).
 pub async fn open_sandbox(args: &SandboxArgs) -> Result<Sandbox, CliError> {
+    open_sandbox_with_mounts(args, &[]).await
+}
+
+/// Like [`open_sandbox`]; an isolated local sandbox also shows `extra_mounts` (host paths,
+/// read-only at the same path) besides `--mount-ro`.
+pub(crate) async fn open_sandbox_with_mounts(
+    args: &SandboxArgs,
+    extra_mounts: &[std::path::PathBuf],
+) -> Result<Sandbox, CliError> {
     if let Some(id) = &args.sandbox_id {
         return Ok(crate::sandbox_cmd::open_by_id(id).await?);
     }
@@ -55,18 +136,41 @@ pub async fn open_sandbox(args: &SandboxArgs) -> Result<Sandbox, CliError> {
             }
             Sandbox::connect(endpoint).await?
         }
-        None if args.isolation == "on" => {
-            let url = start_isolated_envd()?;
-            Sandbox::connect(EnvdEndpoint::new(url)).await?
-        }
-        None if args.isolation != "none" => {
-            return Err(CliError::Isolation(format!(
-                "unknown --isolation {:?}: expected on or none",
-                args.isolation
-            )));
+        None if isolation_on(&args.isolation)? => {
+            let mut mounts = args.mount_ro.clone();
+            for p in extra_mounts {
+                tracing::info!(path = %p.display(), "shown read-only in the sandbox");
+                mounts.push(p.display().to_string());
+            }
+            let (url, token) = start_isolated_envd(&mounts)?;
+            Sandbox::connect(EnvdEndpoint::new(url).access_token(token)).await?
         }
         None => Sandbox::local().await?,
     })
+}
+
+/// `e2b exec-server`: without `--sandbox`, the tools run in an isolated local sandbox
+/// (`--isolation on`, the default) or on this machine (`--isolation none`).
+///
+/// # Errors
+///
+/// The server's error, or [`CliError::Isolation`] as a message when the isolated sandbox
+/// cannot start.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the server; an isolated daemon it started dies with this
+/// process.
+pub async fn exec_server(cmd: crate::args::ExecServerCmd) -> Result<(), String> {
+    let mut args = cmd.args;
+    if args.sandbox.is_none() && isolation_on(&cmd.isolation).map_err(|e| e.to_string())? {
+        let (url, token) = start_isolated_envd(&cmd.mount_ro).map_err(|e| e.to_string())?;
+        args.sandbox = Some(url);
+        args.access_token = Some(token);
+    }
+    let result = e2b_exec_server::run(args).await.map_err(|e| e.to_string());
+    stop_isolated().await;
+    result
 }
 
 pub(crate) fn command_line(argv: &[String]) -> CommandLine {
@@ -120,10 +224,12 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         }
         Err(e) => {
             let _ = sandbox.kill().await;
+            stop_isolated().await;
             return Err(e.into());
         }
     };
     let _ = sandbox.kill().await;
+    stop_isolated().await;
     Ok(code)
 }
 

@@ -76,3 +76,187 @@ fn run_bad_cwd_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/definitely/not/here"), "{err}");
 }
+
+/// A host directory with a marker file, removed on drop.
+struct HostDir(std::path::PathBuf);
+
+impl HostDir {
+    fn new(name: &str) -> Self {
+        let p = std::path::PathBuf::from(format!("/var/tmp/e2b-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("marker"), "host-secret").unwrap();
+        Self(p)
+    }
+
+    fn marker(&self) -> String {
+        self.0.join("marker").display().to_string()
+    }
+}
+
+impl Drop for HostDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+// Issue 13: the local sandbox of `e2b run` is isolated by default: `user`, its own hostname and
+// processes, and the host's files are not there.
+#[test]
+fn run_is_isolated_by_default() {
+    let dir = HostDir::new("default");
+    let script = format!(
+        "id -un; cat {} 2>/dev/null || echo hidden; test \"$(ls /proc | grep -c '^[0-9]')\" -lt 20 && echo few-pids",
+        dir.marker()
+    );
+    let out = e2b(&["run", "--", &script]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "user\nhidden\nfew-pids\n",
+        "{err}"
+    );
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("--isolation none"), "{err}");
+}
+
+// `--isolation none` turns it off explicitly and says so on stderr.
+#[test]
+fn isolation_none_says_so_and_runs_on_this_machine() {
+    let dir = HostDir::new("none");
+    let out = e2b(&[
+        "run",
+        "--isolation",
+        "none",
+        "--",
+        &format!("cat {}", dir.marker()),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "host-secret");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--isolation none") && err.contains("not isolated"),
+        "{err}"
+    );
+    assert!(out.status.success(), "{err}");
+}
+
+// `--mount-ro` shows a host directory read-only (writes fail even with sudo), at its own path
+// or elsewhere.
+#[test]
+fn mount_ro_shows_a_host_directory_read_only() {
+    let dir = HostDir::new("ro");
+    let d = dir.0.display().to_string();
+    let script = format!(
+        "cat {d}/marker; echo; cat /opt/shown/marker; echo; \
+         sudo -n sh -c 'echo x > {d}/marker' 2>/dev/null && echo wrote || echo refused"
+    );
+    let out = e2b(&[
+        "run",
+        "--mount-ro",
+        &d,
+        "--mount-ro",
+        &format!("{d}:/opt/shown"),
+        "--",
+        &script,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "host-secret\nhost-secret\nrefused\n",
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.marker()).unwrap(),
+        "host-secret"
+    );
+}
+
+// Where isolation cannot work (here: not root), `e2b run` fails naming what is missing and
+// `--isolation none`; it never falls back to running the command on the host.
+#[test]
+fn isolation_unavailable_fails_naming_the_flag() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::CommandExt as _;
+    let dir = HostDir::new("noroot");
+    // Writable for the unprivileged user: a command run without isolation would leave a file.
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let flag = dir.0.join("ran");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_e2b"));
+    cmd.args(["run", "--", &format!("touch {}", flag.display())])
+        .env("HOME", "/tmp");
+    // SAFETY: setgid/setuid are async-signal-safe; nothing is allocated.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(65534) != 0
+                || libc::setuid(65534) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("root") && err.contains("--isolation none"),
+        "the error names neither the missing feature nor the flag: {err}"
+    );
+    assert!(!flag.exists(), "the command ran without isolation");
+}
+
+// `e2b exec-server` without --sandbox runs its tools in an isolated local sandbox by default.
+#[test]
+fn exec_server_runs_tools_in_an_isolated_sandbox_by_default() {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    use std::process::Stdio;
+    let dir = HostDir::new("mcp");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_e2b"))
+        .args(["exec-server", "--stdio"])
+        .env_remove("E2B_SANDBOX_URL")
+        .env_remove("E2B_ISOLATION")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                && tx.send(v).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    let cmd = format!("id -un; cat {} 2>/dev/null || echo hidden", dir.marker());
+    for msg in [
+        serde_json::json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+            "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+        serde_json::json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        serde_json::json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{
+            "name":"exec_command","arguments":{"cmd": cmd}}}),
+    ] {
+        writeln!(stdin, "{msg}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let result = loop {
+        let msg = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("tools/call answered within 60 s");
+        if msg["id"] == 2 {
+            break msg["result"].clone();
+        }
+    };
+    drop(stdin);
+    let _ = child.wait();
+    assert_eq!(
+        result["content"][0]["text"].as_str().map(str::trim_end),
+        Some("user\nhidden"),
+        "{result}"
+    );
+}

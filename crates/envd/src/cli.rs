@@ -92,6 +92,10 @@ pub struct EnvdArgs {
     /// With --isolate: the sandbox id (its hostname). Default: a random `sbx-…` id.
     #[arg(long)]
     pub sandbox_id: Option<String>,
+    /// With --isolate: show a host path read-only inside the sandbox, at the same path or at
+    /// SANDBOX (repeatable), e.g. an agent installed under a directory the template hides.
+    #[arg(long = "mount-ro", value_name = "HOST[:SANDBOX]")]
+    pub mount_ro: Vec<String>,
     /// Internal: serve this inherited listening socket (set by --isolate inside the sandbox).
     #[arg(long, hide = true, env = "E2B_ENVD_LISTEN_FD")]
     pub listen_fd: Option<i32>,
@@ -120,29 +124,33 @@ impl EnvdArgs {
         prefix: &[&str],
         extra: &[String],
     ) -> Result<(String, std::process::Child), EnvdError> {
+        Self::spawn_isolated_with_env(program, prefix, extra, &[])
+    }
+
+    /// Like [`spawn_isolated`](Self::spawn_isolated), with extra environment for the child
+    /// (for example `E2B_ENVD_ACCESS_TOKEN`, which stays out of its command line). The child
+    /// is started from a long-lived thread, so its parent-death signal fires only when this
+    /// process exits.
+    ///
+    /// # Errors
+    ///
+    /// As [`spawn_isolated`](Self::spawn_isolated).
+    pub fn spawn_isolated_with_env(
+        program: &std::path::Path,
+        prefix: &[&str],
+        extra: &[String],
+        env: &[(String, String)],
+    ) -> Result<(String, std::process::Child), EnvdError> {
         use std::io::BufRead as _;
-        use std::os::unix::process::CommandExt as _;
         let mut cmd = std::process::Command::new(program);
         cmd.args(prefix)
             .args(["--isolate", "--port", "0", "--bind", "127.0.0.1"])
             .args(extra)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit());
-        // SAFETY: prctl is async-signal-safe and the closure allocates nothing.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                );
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn()?;
+        let mut child = e2b_isolation::spawn_tied_to_process(cmd).map_err(isolation_error)?;
         let mut line = String::new();
         if let Some(out) = child.stdout.take() {
             let _ = std::io::BufReader::new(out).read_line(&mut line);
@@ -156,6 +164,20 @@ impl EnvdArgs {
             )));
         }
         Ok((url, child))
+    }
+
+    /// Whether this machine can run the daemon isolated with `network` (`none`, `internet`,
+    /// `host`): root, user namespaces, a NAT helper for `internet`.
+    ///
+    /// # Errors
+    ///
+    /// [`EnvdError::Config`] naming the missing feature (and the package or sysctl) and how
+    /// to run without isolation.
+    pub fn check_isolation(network: &str) -> Result<(), EnvdError> {
+        let network: e2b_isolation::Network = network.parse().map_err(EnvdError::Config)?;
+        e2b_isolation::probe()
+            .check(network)
+            .map_err(|e| EnvdError::Config(e.to_string()))
     }
 
     /// The daemon configuration these flags describe.
@@ -259,6 +281,9 @@ async fn run_isolated(args: EnvdArgs) -> Result<(), EnvdError> {
         .with_cpu_count(args.cpu_count)
         .with_pids_max(args.pids_max)
         .with_env("E2B_ENVD_LISTEN_FD", listener.as_raw_fd().to_string());
+    for m in &args.mount_ro {
+        spec = spec.with_ro_mount(m.parse().map_err(EnvdError::Config)?);
+    }
     // Settings given through the environment reach the daemon inside too.
     for (k, v) in std::env::vars() {
         if (k.starts_with("E2B_ENVD_") && k != "E2B_ENVD_LISTEN_FD") || k == "RUST_BACKTRACE" {

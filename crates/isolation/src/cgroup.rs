@@ -16,7 +16,21 @@ pub(crate) enum Layout {
     None,
 }
 
+/// Forces the cgroup v2 code path on the v2 hierarchy mounted at this directory (for example
+/// `/sys/fs/cgroup/unified` on a hybrid host), to test it where v1 is the default.
+pub(crate) const V2_ROOT_ENV: &str = "E2B_ISOLATION_CGROUP_V2_ROOT";
+
+/// The v2 hierarchy's mount point.
+fn v2_root() -> PathBuf {
+    std::env::var_os(V2_ROOT_ENV).map_or_else(|| PathBuf::from(ROOT), PathBuf::from)
+}
+
 pub(crate) fn layout() -> Layout {
+    if std::env::var_os(V2_ROOT_ENV)
+        .is_some_and(|r| Path::new(&r).join("cgroup.controllers").exists())
+    {
+        return Layout::V2;
+    }
     if Path::new(ROOT).join("cgroup.controllers").exists() {
         Layout::V2
     } else if Path::new(ROOT).join("memory").is_dir() || Path::new(ROOT).join("pids").is_dir() {
@@ -171,7 +185,7 @@ impl Cgroup {
         cpus: Option<f64>,
     ) -> Result<Option<Cgroup>, IsolationError> {
         let own = own_path("").unwrap_or_else(|| "/".into());
-        let parent = Path::new(ROOT).join(own.trim_start_matches('/'));
+        let parent = v2_root().join(own.trim_start_matches('/'));
         // Controllers for the children (fails under the no-internal-processes rule when this
         // process's own cgroup is not delegated for it; freeze and kill still work).
         let _ = write(&parent.join("cgroup.subtree_control"), "+memory +pids +cpu");

@@ -36,6 +36,25 @@ const FORWARDED: [libc::c_int; 6] = [
     libc::SIGUSR2,
 ];
 
+/// CLOCK_MONOTONIC in nanoseconds (the same clock in every process of the machine).
+pub(crate) fn monotonic_ns() -> u64 {
+    // SAFETY: `ts` is written by the kernel.
+    let ts = unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        ts
+    };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
+/// With `E2B_ISOLATION_TIMINGS` set: prints how long after `spawn` began `stage` was reached.
+pub(crate) fn mark(from: Option<u64>, stage: &str) {
+    if let Some(t0) = from {
+        let ms = monotonic_ns().saturating_sub(t0) as f64 / 1e6;
+        eprintln!("e2b-isolation timings: {ms:8.2} ms  {stage}");
+    }
+}
+
 /// Runs stage 1; returns the exit code.
 pub(crate) fn stage1(spec: ChildSpec) -> i32 {
     let status_fd = spec.status_fd;
@@ -92,8 +111,10 @@ fn block_signals() -> libc::sigset_t {
 }
 
 fn unblock_all_signals() {
-    // SAFETY: sigset manipulation on a local set.
+    // SAFETY: sigset manipulation on a local set; SIGPIPE back to its default (Rust programs
+    // ignore it, and an ignored signal stays ignored across exec: pasta refuses to start then).
     unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
@@ -228,7 +249,11 @@ fn prepare_base_mounts(userns: RawFd) -> Result<BaseMounts, String> {
 }
 
 fn idmapped_tree(path: &str, userns: RawFd) -> Result<OwnedFd, String> {
-    let set = sys::MOUNT_ATTR_IDMAP | sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NODEV;
+    idmapped_tree_with(path, userns, 0)
+}
+
+fn idmapped_tree_with(path: &str, userns: RawFd, extra: u64) -> Result<OwnedFd, String> {
+    let set = sys::MOUNT_ATTR_IDMAP | sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NODEV | extra;
     // Recursive first; a submount whose filesystem cannot be idmapped fails the whole tree,
     // then the top mount alone.
     let fd = sys::open_tree_clone(path, true)?;
@@ -255,6 +280,106 @@ fn prepare_dir_mount(dir: &std::path::Path, userns: RawFd) -> Result<(OwnedFd, b
             Ok((fd, false))
         }
     }
+}
+
+/// A host path prepared for a read-only bind into the sandbox (`--mount-ro`).
+struct RoBind {
+    fd: OwnedFd,
+    /// Absolute path inside the sandbox.
+    target: std::path::PathBuf,
+    dir: bool,
+}
+
+/// A detached read-only (and nosuid, nodev) copy of `host`, idmapped into the sandbox's user
+/// namespace where the filesystem allows it (host root's files then belong to the sandbox's
+/// root; elsewhere they belong to `nobody` inside, readable as the host's modes allow).
+fn prepare_ro_bind(
+    host: &std::path::Path,
+    target: &std::path::Path,
+    userns: RawFd,
+) -> Result<RoBind, String> {
+    let path = host.to_string_lossy().into_owned();
+    let meta = std::fs::metadata(&path).map_err(|e| format!("--mount-ro {path}: {e}"))?;
+    let fd = match idmapped_tree_with(&path, userns, sys::MOUNT_ATTR_NOSUID) {
+        Ok(fd) => fd,
+        Err(e) => {
+            tracing::debug!(error = %e, "idmapped bind failed; plain read-only bind");
+            let fd = sys::open_tree_clone(&path, true)?;
+            sys::mount_setattr(
+                fd.as_raw_fd(),
+                sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOSUID,
+                None,
+                true,
+                &path,
+            )?;
+            fd
+        }
+    };
+    Ok(RoBind {
+        fd,
+        target: target.to_path_buf(),
+        dir: meta.is_dir(),
+    })
+}
+
+/// Creates the mount point of `bind` under the new root `r` (directories 0755 on the way, no
+/// symlink followed) and attaches the prepared mount there.
+fn attach_ro_bind(r: &str, bind: &RoBind) -> Result<(), String> {
+    let shown = bind.target.display();
+    let comps: Vec<String> = bind
+        .target
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    let mut cur = r.to_string();
+    for (i, c) in comps.iter().enumerate() {
+        cur = format!("{cur}/{c}");
+        let last = i + 1 == comps.len();
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(format!(
+                    "--mount-ro target {shown}: {} is a symlink in the sandbox; name the \
+                     path it points to",
+                    &cur[r.len()..]
+                ));
+            }
+            Ok(m) => {
+                if last && m.is_dir() != bind.dir {
+                    return Err(format!(
+                        "--mount-ro target {shown}: the sandbox has a {} there",
+                        if m.is_dir() { "directory" } else { "file" }
+                    ));
+                }
+                if !last && !m.is_dir() {
+                    return Err(format!(
+                        "--mount-ro target {shown}: {} is not a directory in the sandbox",
+                        &cur[r.len()..]
+                    ));
+                }
+            }
+            Err(_) => {
+                let made = if last && !bind.dir {
+                    sys::touch(&cur)
+                } else {
+                    sys::mkdir(&cur, 0o755)
+                };
+                made.map_err(|e| {
+                    format!(
+                        "--mount-ro target {shown}: {e} (inside a read-only directory of the \
+                         template the target must already exist)"
+                    )
+                })?;
+            }
+        }
+        // The sandbox's /root is private (0700); `user` must be able to reach a bind below it.
+        if i == 0 && !last && c == "root" {
+            sys::chmod(&cur, 0o711)?;
+        }
+    }
+    sys::move_mount(bind.fd.as_raw_fd(), &cur)
 }
 
 /// Starts the NAT helper for the holder's namespaces. Returns the fds stage 1 must keep (the
@@ -302,8 +427,12 @@ fn start_nat(spec: &ChildSpec, nat: &Nat, holder: libc::pid_t) -> Result<Vec<Own
             // process kills it when stage 1's pipe closes.
             let bin_s = bin.to_string_lossy().into_owned();
             let pidfile = format!("/tmp/.e2b-isolation-pasta-{}", std::process::id());
+            // `--runas 0`: as root, pasta otherwise switches to `nobody`, which cannot join the
+            // sandbox's user namespace (created by host root), and fails.
             let argv = [
                 bin_s.clone(),
+                "--runas".into(),
+                "0".into(),
                 "--config-net".into(),
                 "--quiet".into(),
                 "-t".into(),
@@ -417,6 +546,10 @@ fn exec_path(path: &str, argv: &[String]) -> ! {
 }
 
 fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
+    mark(
+        spec.timings_from,
+        "stage 1 runs (the binary was executed again)",
+    );
     // SAFETY: plain getters.
     let (my_pid, parent) = unsafe { (libc::getpid(), libc::getppid()) };
     // Nothing the supervisor's own parent left open (without close-on-exec) reaches the
@@ -428,22 +561,14 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
     for fd in &spec.keep_fds {
         set_cloexec(*fd);
     }
-    for procs in &spec.cgroup_procs {
-        std::fs::write(procs, my_pid.to_string())
-            .map_err(|e| format!("join cgroup {}: {e}", procs.display()))?;
-    }
-    if let Some(bytes) = spec.rlimit_as {
-        let lim = libc::rlimit {
-            rlim_cur: bytes,
-            rlim_max: bytes,
-        };
-        // SAFETY: valid rlimit struct.
-        unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) };
-    }
     let set = block_signals();
     let own_net = spec.network != Network::Host;
 
-    // The holder creates the user (and network) namespace and keeps them alive.
+    // The holder creates the user (and network) namespace and keeps them alive. It is forked
+    // before this process joins the cgroups, so that creating the namespaces (a network
+    // namespace can wait tens of milliseconds for the kernel's cleanup of earlier ones) and
+    // joining the cgroups (a v1 attach waits for an RCU grace period per hierarchy) overlap.
+    // The holder only sleeps; everything the sandbox runs is forked after the join.
     let (ready_r, ready_w) = pipe()?;
     let (hold_r, hold_w) = pipe()?;
     let holder = fork()?;
@@ -475,9 +600,26 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
     }
     drop(ready_w);
     drop(hold_r);
+    for procs in &spec.cgroup_procs {
+        std::fs::write(procs, my_pid.to_string())
+            .map_err(|e| format!("join cgroup {}: {e}", procs.display()))?;
+    }
+    if let Some(bytes) = spec.rlimit_as {
+        let lim = libc::rlimit {
+            rlim_cur: bytes,
+            rlim_max: bytes,
+        };
+        // SAFETY: valid rlimit struct.
+        unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) };
+    }
+    mark(spec.timings_from, "stage 1: joined the cgroups");
     if !read_byte(ready_r.as_raw_fd()) {
         return Err(String::new());
     }
+    mark(
+        spec.timings_from,
+        "holder: user (and network) namespace created",
+    );
     write_id_maps(holder, spec.uid_base)?;
     let userns = sys::open(&format!("/proc/{holder}/ns/user"), libc::O_RDONLY)?;
     let netns = if own_net {
@@ -500,6 +642,7 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
         _ => Vec::new(),
     };
 
+    mark(spec.timings_from, "stage 1: id maps written, NAT started");
     // Mounts prepared as host root (idmapping needs CAP_SYS_ADMIN in the initial namespace).
     let root = match &spec.template {
         Template::Base => {
@@ -524,7 +667,13 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
             RootPlan::Dir { lower: fd }
         }
     };
+    let binds = spec
+        .ro_mounts
+        .iter()
+        .map(|(host, target)| prepare_ro_bind(host, target, userns.as_raw_fd()))
+        .collect::<Result<Vec<_>, _>>()?;
     let program = sys::open(&spec.program.to_string_lossy(), libc::O_PATH)?;
+    mark(spec.timings_from, "stage 1: mounts prepared");
 
     // Enter the namespaces as their root.
     // SAFETY: single-threaded process; fds are valid namespace fds.
@@ -565,6 +714,10 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
         "unshare mount/pid/uts/ipc namespaces",
     )?;
 
+    mark(
+        spec.timings_from,
+        "stage 1: namespaces entered and unshared",
+    );
     let init = fork()?;
     if init == 0 {
         drop(hold_w);
@@ -572,7 +725,7 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
         drop(ready_r);
         drop(userns);
         drop(netns);
-        let code = match init_main(spec, root, &program, &set) {
+        let code = match init_main(spec, root, binds, &program, &set) {
             Ok(code) => code,
             Err(msg) => {
                 sys::write_all_fd(spec.status_fd, msg.as_bytes());
@@ -593,6 +746,7 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
     }
     drop(program);
     drop(root);
+    drop(binds);
     let code = supervise(&set, init);
     drop(hold_w);
     drop(nat_fds);
@@ -642,11 +796,13 @@ const STAGING: &str = "/tmp";
 fn init_main(
     spec: &ChildSpec,
     plan: RootPlan,
+    binds: Vec<RoBind>,
     program: &OwnedFd,
     set: &libc::sigset_t,
 ) -> Result<i32, String> {
     set_pdeathsig();
-    let root = build_root(spec, plan)?;
+    let root = build_root(spec, plan, binds)?;
+    mark(spec.timings_from, "init: root filesystem built");
     enter_root(&root)?;
     let host = sys::cstr(&spec.id)?;
     // SAFETY: valid buffer and length.
@@ -669,6 +825,7 @@ fn init_main(
     for (k, v) in &spec.env {
         env.push(sys::cstr(&format!("{k}={v}"))?);
     }
+    mark(spec.timings_from, "init: pivoted, forking the program");
     let child = fork()?;
     if child == 0 {
         unblock_all_signals();
@@ -680,12 +837,31 @@ fn init_main(
         for fd in &spec.keep_fds {
             clear_cloexec(*fd);
         }
+        // Landlock first (its system calls must not be refused by the seccomp filter).
+        if spec.template == Template::Base {
+            match crate::fs_rules::install() {
+                Ok("not enforced") => eprintln!(
+                    "e2b-isolation: this kernel has no Landlock: writes are limited by the \
+                     read-only mounts alone"
+                ),
+                Ok(_) => {}
+                Err(msg) => {
+                    sys::write_all_fd(spec.status_fd, msg.as_bytes());
+                    // SAFETY: leave the forked child.
+                    unsafe { libc::_exit(127) };
+                }
+            }
+        }
         #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
         if let Err(msg) = crate::seccomp::install() {
             sys::write_all_fd(spec.status_fd, msg.as_bytes());
             // SAFETY: leave the forked child.
             unsafe { libc::_exit(127) };
         }
+        mark(
+            spec.timings_from,
+            "program: landlock and seccomp installed, exec",
+        );
         let msg = sys::execveat(program.as_raw_fd(), &argv, &env);
         sys::write_all_fd(spec.status_fd, msg.as_bytes());
         // SAFETY: leave the forked child.
@@ -703,7 +879,7 @@ fn init_main(
     Ok(code)
 }
 
-fn build_root(spec: &ChildSpec, plan: RootPlan) -> Result<String, String> {
+fn build_root(spec: &ChildSpec, plan: RootPlan, binds: Vec<RoBind>) -> Result<String, String> {
     sys::mount(None, "/", None, libc::MS_REC | libc::MS_SLAVE, None)?;
     let size = format!("mode=0755,size={}m", spec.writable_mb.max(16));
     sys::mount(
@@ -782,6 +958,10 @@ fn build_root(spec: &ChildSpec, plan: RootPlan) -> Result<String, String> {
             resolv_conf(spec).as_bytes(),
         );
     }
+    for bind in &binds {
+        attach_ro_bind(r, bind)?;
+    }
+    drop(binds);
     // /proc of the sandbox's pid namespace (this process is its PID 1).
     sys::mount(
         Some("proc"),

@@ -3,6 +3,8 @@
 
 mod cgroup;
 mod child;
+mod fs_rules;
+mod paths;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod seccomp;
 mod spec;
@@ -16,10 +18,16 @@ use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock, mpsc};
 
-pub use spec::{Network, SANDBOX_USER_ID, SandboxSpec, Template};
+pub use paths::command_host_paths;
+pub use spec::{Network, RoMount, SANDBOX_USER_ID, SandboxSpec, Template};
 
 use crate::cgroup::Cgroup;
 use crate::spec::{ChildSpec, ID_COUNT, Nat};
+
+/// Set in the program's environment when the sandbox's limits are weaker than asked (no
+/// cgroup, or some controllers missing): the same text as [`Limits::note`], for the program to
+/// report (envd can show it in `/health`).
+pub const LIMITS_NOTE_ENV: &str = "E2B_SANDBOX_LIMITS_NOTE";
 
 /// The hidden first argument that makes [`run_if_child`] build a sandbox.
 pub const CHILD_ARG: &str = "__e2b-isolation-child";
@@ -240,6 +248,80 @@ fn uid_base() -> u32 {
     (1u32 << 30) + slot * ID_COUNT
 }
 
+/// Checks the read-only binds: the host path must exist (it is resolved here, so a symlink
+/// swapped later does not matter); the sandbox path must be absolute, without `.` or `..`,
+/// not `/` and not under `/proc`, `/dev` or `/sys`.
+fn resolve_ro_mounts(mounts: &[RoMount]) -> Result<Vec<(PathBuf, PathBuf)>, IsolationError> {
+    mounts
+        .iter()
+        .map(|m| {
+            let host = m.host.canonicalize().map_err(|e| {
+                IsolationError::Spec(format!("--mount-ro {}: {e}", m.host.display()))
+            })?;
+            let bad = |why: &str| {
+                IsolationError::Spec(format!("--mount-ro target {}: {why}", m.sandbox.display()))
+            };
+            let mut comps = m.sandbox.components();
+            if comps.next() != Some(std::path::Component::RootDir) {
+                return Err(bad("must be an absolute path"));
+            }
+            let rest: Vec<_> = comps.collect();
+            if rest.is_empty() {
+                return Err(bad("cannot replace the sandbox's root"));
+            }
+            if rest
+                .iter()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
+            {
+                return Err(bad("must not contain `.` or `..`"));
+            }
+            if let Some(std::path::Component::Normal(first)) = rest.first()
+                && ["proc", "dev", "sys"]
+                    .iter()
+                    .any(|d| OsStr::new(d) == *first)
+            {
+                return Err(bad("cannot be under /proc, /dev or /sys"));
+            }
+            Ok((host, m.sandbox.clone()))
+        })
+        .collect()
+}
+
+/// Spawns `cmd` from one long-lived thread with a parent-death signal (SIGKILL): the child
+/// is killed when this process exits, even by SIGKILL. (`PR_SET_PDEATHSIG` follows the
+/// *thread* that forked, so spawning from a short-lived thread, such as one of tokio's
+/// blocking pool, would kill the child when that thread ends.)
+///
+/// # Errors
+///
+/// [`IsolationError::Io`] when the command cannot be started; [`IsolationError::Setup`] when
+/// the spawner thread is gone.
+pub fn spawn_tied_to_process(mut cmd: Command) -> Result<Child, IsolationError> {
+    // SAFETY: prctl is async-signal-safe and the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+            Ok(())
+        });
+    }
+    let (tx, rx) = mpsc::channel();
+    spawner()?
+        .send((cmd, tx))
+        .map_err(|_| IsolationError::Setup("the spawner thread is gone".into()))?;
+    rx.recv()
+        .map_err(|_| IsolationError::Setup("the spawner thread is gone".into()))?
+        .map_err(|source| IsolationError::Io {
+            context: "start the process",
+            source,
+        })
+}
+
 /// A running sandbox. Dropping it kills every process in it and removes its cgroup.
 #[derive(Debug)]
 pub struct IsolatedSandbox {
@@ -271,6 +353,7 @@ impl IsolatedSandbox {
         args: &[String],
         keep_fds: &[RawFd],
     ) -> Result<Self, IsolationError> {
+        let timings_from = std::env::var_os("E2B_ISOLATION_TIMINGS").map(|_| child::monotonic_ns());
         if !valid_id(&spec.id) {
             return Err(IsolationError::Spec(format!(
                 "sandbox id {:?} must be 1-63 letters, digits, '-', '_' or '.'",
@@ -279,46 +362,39 @@ impl IsolatedSandbox {
         }
         let probe = probe();
         probe.check(spec.network)?;
-        let nat = match spec.network {
-            Network::Internet => probe
+        let nat = match (
+            spec.network,
+            std::env::var("E2B_ISOLATION_NAT").ok().as_deref(),
+        ) {
+            (Network::Internet, None | Some("")) => probe
                 .slirp4netns
                 .clone()
                 .map(Nat::Slirp4netns)
                 .or(probe.pasta.clone().map(Nat::Pasta)),
+            // Forced (to test one helper where both are installed).
+            (Network::Internet, Some("pasta")) => Some(Nat::Pasta(probe.pasta.clone().ok_or(
+                IsolationError::Unsupported {
+                    what: "E2B_ISOLATION_NAT=pasta",
+                    reason: "pasta is not installed (package `passt`)".into(),
+                },
+            )?)),
+            (Network::Internet, Some("slirp4netns")) => {
+                Some(Nat::Slirp4netns(probe.slirp4netns.clone().ok_or(
+                    IsolationError::Unsupported {
+                        what: "E2B_ISOLATION_NAT=slirp4netns",
+                        reason: "slirp4netns is not installed (package `slirp4netns`)".into(),
+                    },
+                )?))
+            }
+            (Network::Internet, Some(other)) => {
+                return Err(IsolationError::Spec(format!(
+                    "E2B_ISOLATION_NAT={other:?}: expected pasta or slirp4netns"
+                )));
+            }
             _ => None,
         };
         let cg_name = format!("e2b-{}-{}", spec.id, uid_base() >> 16);
-        let cgroup = Cgroup::create(&cg_name, spec.memory_mb, spec.pids_max, spec.cpu_count)?;
-        let limits = match &cgroup {
-            Some(cg) => Limits {
-                cgroup: if cgroup::layout() == cgroup::Layout::V2 {
-                    "v2"
-                } else {
-                    "v1"
-                },
-                enforced: cg.enforced.clone(),
-                note: (!cg.enforced.contains(&"memory") || !cg.enforced.contains(&"pids")).then(
-                    || {
-                        format!(
-                            "only {} limits could be set on this host's cgroups",
-                            cg.enforced.join(", ")
-                        )
-                    },
-                ),
-            },
-            None => Limits {
-                cgroup: "none",
-                enforced: Vec::new(),
-                note: Some(
-                    "no cgroup could be created: memory is limited per process (RLIMIT_AS), \
-                     process count and CPU are not limited, pause/resume is unavailable"
-                        .into(),
-                ),
-            },
-        };
-        if let Some(note) = &limits.note {
-            tracing::warn!(sandbox = %spec.id, "{note}");
-        }
+        let ro_mounts = resolve_ro_mounts(&spec.ro_mounts)?;
         let program = program
             .canonicalize()
             .map_err(|source| IsolationError::Io {
@@ -336,26 +412,8 @@ impl IsolatedSandbox {
         // SAFETY: both fds are new.
         let (status_r, status_w) =
             unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        let uid_base = uid_base();
-        let child_spec = ChildSpec {
-            id: spec.id.clone(),
-            uid_base,
-            network: spec.network,
-            nat,
-            template: spec.template.clone(),
-            program,
-            argv: args.to_vec(),
-            env: spec.env.clone(),
-            keep_fds: keep_fds.to_vec(),
-            status_fd: status_w.as_raw_fd(),
-            cgroup_procs: cgroup.as_ref().map(|c| c.procs_files()).unwrap_or_default(),
-            writable_mb: spec.writable_mb.unwrap_or(spec.memory_mb),
-            rlimit_as: cgroup
-                .is_none()
-                .then(|| spec.memory_mb.saturating_mul(1024 * 1024)),
-        };
-        let json = serde_json::to_string(&child_spec)
-            .map_err(|e| IsolationError::Spec(format!("serialize: {e}")))?;
+        // The number the child inherits it under.
+        let status_fd = status_w.as_raw_fd();
         let exe = std::env::current_exe().map_err(|source| IsolationError::Io {
             context: "find the current executable",
             source,
@@ -414,6 +472,84 @@ impl IsolatedSandbox {
             })?;
         drop(status_w);
         drop(spec_r);
+        // The child is executing (loading the binary) while the cgroups are made: it waits for
+        // its description, which names them.
+        let cgroup = match Cgroup::create(&cg_name, spec.memory_mb, spec.pids_max, spec.cpu_count) {
+            Ok(cg) => cg,
+            Err(e) => {
+                drop(spec_w);
+                let mut child = child;
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
+        let limits = match &cgroup {
+            Some(cg) => Limits {
+                cgroup: if cgroup::layout() == cgroup::Layout::V2 {
+                    "v2"
+                } else {
+                    "v1"
+                },
+                enforced: cg.enforced.clone(),
+                note: (!cg.enforced.contains(&"memory") || !cg.enforced.contains(&"pids")).then(
+                    || {
+                        format!(
+                            "only {} limits could be set on this host's cgroups",
+                            cg.enforced.join(", ")
+                        )
+                    },
+                ),
+            },
+            None => Limits {
+                cgroup: "none",
+                enforced: Vec::new(),
+                note: Some(
+                    "no cgroup could be created: memory is limited per process (RLIMIT_AS), \
+                     process count and CPU are not limited, pause/resume is unavailable"
+                        .into(),
+                ),
+            },
+        };
+        if let Some(note) = &limits.note {
+            tracing::warn!(sandbox = %spec.id, "{note}");
+        }
+        let uid_base = uid_base();
+        let child_spec = ChildSpec {
+            id: spec.id.clone(),
+            uid_base,
+            network: spec.network,
+            nat,
+            template: spec.template.clone(),
+            program,
+            argv: args.to_vec(),
+            env: {
+                let mut env = spec.env.clone();
+                if let Some(note) = &limits.note {
+                    env.push((LIMITS_NOTE_ENV.into(), note.clone()));
+                }
+                env
+            },
+            keep_fds: keep_fds.to_vec(),
+            status_fd,
+            cgroup_procs: cgroup.as_ref().map(|c| c.procs_files()).unwrap_or_default(),
+            writable_mb: spec.writable_mb.unwrap_or(spec.memory_mb),
+            rlimit_as: cgroup
+                .is_none()
+                .then(|| spec.memory_mb.saturating_mul(1024 * 1024)),
+            ro_mounts,
+            timings_from,
+        };
+        let json = match serde_json::to_string(&child_spec) {
+            Ok(json) => json,
+            Err(e) => {
+                drop(spec_w);
+                let mut child = child;
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(IsolationError::Spec(format!("serialize: {e}")));
+            }
+        };
         {
             use std::io::Write as _;
             // The child reads it to EOF before anything else; a failure shows as its error.
@@ -432,6 +568,7 @@ impl IsolatedSandbox {
         let mut file = std::fs::File::from(status_r);
         use std::io::Read as _;
         let _ = (&mut file).take(64 * 1024).read_to_end(&mut msg);
+        child::mark(timings_from, "supervisor: the program was executed");
         if !msg.is_empty() {
             let _ = sandbox.kill();
             return Err(IsolationError::Setup(

@@ -72,6 +72,53 @@ impl std::str::FromStr for Template {
     }
 }
 
+/// A host path shown read-only inside the sandbox (`--mount-ro HOST[:SANDBOX]`): for example
+/// an agent installed under a host directory the template does not show.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RoMount {
+    /// The host path (a directory or a file); it must exist.
+    pub host: PathBuf,
+    /// Where it appears in the sandbox (absolute; default: the same path as on the host).
+    pub sandbox: PathBuf,
+}
+
+impl RoMount {
+    /// `host` shown at `sandbox` inside the sandbox.
+    pub fn new(host: impl Into<PathBuf>, sandbox: impl Into<PathBuf>) -> Self {
+        Self {
+            host: host.into(),
+            sandbox: sandbox.into(),
+        }
+    }
+
+    /// `host` shown at the same path inside the sandbox.
+    pub fn same_path(host: impl Into<PathBuf>) -> Self {
+        let host = host.into();
+        Self {
+            sandbox: host.clone(),
+            host,
+        }
+    }
+}
+
+impl std::str::FromStr for RoMount {
+    type Err = String;
+    /// Parses `HOST[:SANDBOX]`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (host, sandbox) = match s.split_once(':') {
+            Some((h, t)) => (h, t),
+            None => (s, s),
+        };
+        if !host.starts_with('/') || !sandbox.starts_with('/') {
+            return Err(format!(
+                "--mount-ro {s:?}: expected HOST[:SANDBOX] with absolute paths"
+            ));
+        }
+        Ok(Self::new(host, sandbox))
+    }
+}
+
 /// Everything that describes one sandbox. Build it with [`SandboxSpec::new`] and the `with_*`
 /// methods; the struct is `#[non_exhaustive]` so fields can be added.
 #[derive(Debug, Clone)]
@@ -96,6 +143,8 @@ pub struct SandboxSpec {
     pub writable_mb: Option<u64>,
     /// Extra environment of the program (in addition to `PATH`, `HOME=/root`, `HOSTNAME`).
     pub env: Vec<(String, String)>,
+    /// Host paths shown read-only inside the sandbox (default: none).
+    pub ro_mounts: Vec<RoMount>,
 }
 
 impl SandboxSpec {
@@ -110,7 +159,14 @@ impl SandboxSpec {
             pids_max: 1024,
             writable_mb: None,
             env: Vec::new(),
+            ro_mounts: Vec::new(),
         }
+    }
+
+    /// Adds a host path shown read-only inside the sandbox (see [`RoMount`]).
+    pub fn with_ro_mount(mut self, mount: RoMount) -> Self {
+        self.ro_mounts.push(mount);
+        self
     }
 
     /// Sets [`network`](Self::network).
@@ -174,6 +230,13 @@ pub(crate) struct ChildSpec {
     pub writable_mb: u64,
     /// When no cgroup limits memory: `RLIMIT_AS` in bytes for every process.
     pub rlimit_as: Option<u64>,
+    /// Read-only binds: (canonical host path, path in the sandbox).
+    #[serde(default)]
+    pub ro_mounts: Vec<(PathBuf, PathBuf)>,
+    /// `E2B_ISOLATION_TIMINGS` was set: CLOCK_MONOTONIC (ns) when `spawn` began; each stage
+    /// prints its offset from it on stderr.
+    #[serde(default)]
+    pub timings_from: Option<u64>,
 }
 
 /// Number of ids mapped into each sandbox's user namespace (0..65536 inside).

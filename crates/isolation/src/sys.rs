@@ -85,6 +85,7 @@ struct MountAttr {
 }
 
 pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+pub(crate) const MOUNT_ATTR_NOSUID: u64 = 0x0000_0002;
 pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x0000_0004;
 pub(crate) const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 

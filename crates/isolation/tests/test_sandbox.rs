@@ -7,12 +7,36 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use e2b_isolation::{IsolatedSandbox, IsolationError, Network, SandboxSpec};
+use e2b_isolation::{IsolatedSandbox, IsolationError, Network, RoMount, SandboxSpec};
 
 fn main() {
     e2b_isolation::run_if_child();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let tests: [(&str, fn()); 6] = [
+    let tests: [(&str, fn()); 12] = [
+        (
+            "weaker_limits_are_told_to_the_program",
+            weaker_limits_are_told_to_the_program,
+        ),
+        (
+            "pasta_gives_a_tap_device_and_dns_and_no_host_loopback",
+            pasta_gives_a_tap_device_and_dns_and_no_host_loopback,
+        ),
+        (
+            "cgroup_v2_freezes_counts_and_kills",
+            cgroup_v2_freezes_counts_and_kills,
+        ),
+        (
+            "landlock_refuses_writes_outside_the_writable_paths",
+            landlock_refuses_writes_outside_the_writable_paths,
+        ),
+        (
+            "ro_mounts_show_host_paths_read_only",
+            ro_mounts_show_host_paths_read_only,
+        ),
+        (
+            "bad_ro_mounts_are_spec_errors",
+            bad_ro_mounts_are_spec_errors,
+        ),
         ("seccomp_refuses_keyctl", seccomp_refuses_keyctl),
         (
             "host_descriptors_do_not_leak_in",
@@ -210,4 +234,311 @@ fn seccomp_refuses_keyctl() {
         0,
         "keyctl was not refused with EPERM inside the sandbox"
     );
+}
+
+/// A host directory of its own for a test, removed on drop.
+struct HostDir(std::path::PathBuf);
+
+impl HostDir {
+    fn new(name: &str) -> Self {
+        let p = std::path::PathBuf::from(format!("/var/tmp/e2b-iso-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for HostDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn ro_mounts_show_host_paths_read_only() {
+    let dir = HostDir::new("ro");
+    let d = dir.0.display().to_string();
+    std::fs::write(dir.0.join("f"), "hello").unwrap();
+    std::fs::create_dir_all(dir.0.join("pkg/bin")).unwrap();
+    std::fs::write(dir.0.join("pkg/bin/tool"), "#!/bin/sh\necho tool-ran\n").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(
+        dir.0.join("pkg/bin/tool"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let spec = spec("ro")
+        .with_ro_mount(RoMount::same_path(&dir.0))
+        .with_ro_mount(RoMount::new(dir.0.join("pkg"), "/root/agent"))
+        .with_ro_mount(RoMount::new(dir.0.join("f"), "/home/user/notes.txt"));
+    // As the sandbox's root: the files are there, writes fail (read-only, even for root), a
+    // program in a bound directory runs, /root lets `user` through to the bind below it.
+    let script = format!(
+        "set -e; test \"$(cat {d}/f)\" = hello; \
+         if echo x > {d}/f 2>/dev/null; then echo wrote-over; exit 1; fi; \
+         if touch {d}/new 2>/dev/null; then echo created; exit 1; fi; \
+         test \"$(/root/agent/bin/tool)\" = tool-ran; \
+         test \"$(cat /home/user/notes.txt)\" = hello; \
+         test \"$(stat -c %a /root)\" = 711; \
+         test \"$(setpriv --reuid 1000 --regid 1000 --clear-groups /root/agent/bin/tool)\" = tool-ran"
+    );
+    let mut s = IsolatedSandbox::spawn(&spec, Path::new("/bin/sh"), &sh(&script), &[]).unwrap();
+    let status = s.wait().unwrap();
+    assert_eq!(
+        IsolatedSandbox::exit_code(status),
+        0,
+        "a --mount-ro path was missing, writable, or unreachable inside the sandbox"
+    );
+    assert_eq!(std::fs::read_to_string(dir.0.join("f")).unwrap(), "hello");
+    assert!(!dir.0.join("new").exists(), "a write reached the host");
+}
+
+fn bad_ro_mounts_are_spec_errors() {
+    let dir = HostDir::new("badro");
+    for (mount, want) in [
+        (RoMount::new("/definitely/not/here", "/x"), "not/here"),
+        (RoMount::new(&dir.0, "relative"), "absolute"),
+        (RoMount::new(&dir.0, "/"), "root"),
+        (RoMount::new(&dir.0, "/proc/x"), "/proc"),
+        (RoMount::new(&dir.0, "/a/../b"), ".."),
+    ] {
+        let err = IsolatedSandbox::spawn(
+            &spec("badro").with_ro_mount(mount.clone()),
+            Path::new("/bin/true"),
+            &["true".into()],
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, IsolationError::Spec(_)) && err.to_string().contains(want),
+            "{mount:?}: {err}"
+        );
+    }
+    // A target inside a read-only template directory that does not exist there.
+    let err = IsolatedSandbox::spawn(
+        &spec("badro2").with_ro_mount(RoMount::new(&dir.0, "/usr/e2b-no-such-dir")),
+        Path::new("/bin/true"),
+        &["true".into()],
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, IsolationError::Setup(_)) && err.to_string().contains("read-only"),
+        "{err}"
+    );
+}
+
+fn landlock_refuses_writes_outside_the_writable_paths() {
+    // landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION): the kernel's ABI.
+    // SAFETY: a query with no pointers.
+    let abi = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, 0usize, 0usize, 1u32) };
+    assert!(
+        abi >= 1,
+        "this kernel has no Landlock (landlock_create_ruleset: {}): it needs CONFIG_SECURITY_LANDLOCK \
+         and `landlock` in the lsm= boot parameter",
+        std::io::Error::last_os_error()
+    );
+    // As the sandbox's root, on the sandbox's root tmpfs, which is mounted read-write: only
+    // Landlock refuses there (EACCES, "Permission denied"). Remounting the read-only /usr is
+    // refused too (a Landlock-restricted process cannot change its mounts).
+    let script = "awk '$2==\"/\" {print $4}' /proc/mounts | grep -q '^rw' || { echo root-not-rw; exit 2; }; \
+        if mkdir /opt/landlock-probe 2>/tmp/err; then echo made-a-dir; exit 1; fi; \
+        grep -q 'Permission denied' /tmp/err || { cat /tmp/err; exit 3; }; \
+        if echo x > /etc-probe 2>/dev/null; then echo wrote-at-root; exit 1; fi; \
+        if mount -o remount,rw /usr 2>/dev/null; then echo remounted-usr; exit 4; fi; \
+        echo ok > /home/user/f && echo ok > /tmp/f && echo ok > /root/f && echo ok > /var/tmp/f";
+    let mut s =
+        IsolatedSandbox::spawn(&spec("landlock"), Path::new("/bin/sh"), &sh(script), &[]).unwrap();
+    let status = s.wait().unwrap();
+    assert_eq!(
+        IsolatedSandbox::exit_code(status),
+        0,
+        "Landlock did not refuse a write on a read-write mount outside the writable paths, or \
+         refused one inside them"
+    );
+}
+
+/// The cgroup v2 code path (`cgroup.freeze`, `cgroup.kill`, `cpu.stat`, and `memory.max` /
+/// `pids.max` where the v2 hierarchy has those controllers), forced onto the host's v2
+/// hierarchy: `/sys/fs/cgroup` on a pure v2 host, `/sys/fs/cgroup/unified` on a hybrid one.
+fn cgroup_v2_freezes_counts_and_kills() {
+    let root = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+        .into_iter()
+        .find(|r| Path::new(r).join("cgroup.controllers").exists())
+        .expect(
+            "no cgroup v2 hierarchy is mounted (neither /sys/fs/cgroup nor /sys/fs/cgroup/unified)",
+        );
+    let controllers = std::fs::read_to_string(Path::new(root).join("cgroup.controllers")).unwrap();
+    // SAFETY: this test binary runs its tests one after another on the main thread; the
+    // spawner thread reads the environment only while spawn() waits for it.
+    unsafe { std::env::set_var("E2B_ISOLATION_CGROUP_V2_ROOT", root) };
+    let marker = format!("e2b-iso-v2-{}", std::process::id());
+    let started = IsolatedSandbox::spawn(
+        &spec("v2").with_memory_mb(256).with_pids_max(64),
+        Path::new("/bin/bash"),
+        &[
+            "bash".into(),
+            "-c".into(),
+            format!("setsid bash -c '(exec -a {marker} sleep 1000) &'; while :; do :; done"),
+        ],
+        &[],
+    );
+    // SAFETY: as above.
+    unsafe { std::env::remove_var("E2B_ISOLATION_CGROUP_V2_ROOT") };
+    let mut s = started.unwrap();
+    assert_eq!(s.limits().cgroup, "v2", "{:?}", s.limits());
+    for c in ["memory", "pids"] {
+        let available = controllers.split_whitespace().any(|x| x == c);
+        assert_eq!(
+            s.limits().enforced.contains(&c),
+            available,
+            "{c}: available on {root} = {available}, limits {:?}",
+            s.limits()
+        );
+        if !available {
+            println!(
+                "  ({c} is not a v2 controller on this host: {root} has `{}`)",
+                controllers.trim()
+            );
+        }
+    }
+    let cpu = |s: &IsolatedSandbox| s.stats().cpu_ns.expect("usage_usec from the v2 cpu.stat");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (cpu(&s) == 0 || host_pids_with(&marker) == 0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(cpu(&s) > 0, "the busy loop used no CPU");
+    assert!(
+        host_pids_with(&marker) > 0,
+        "the setsid child did not start"
+    );
+    s.freeze().unwrap();
+    let a = cpu(&s);
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(
+        a,
+        cpu(&s),
+        "a sandbox frozen through cgroup.freeze used CPU"
+    );
+    s.thaw().unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(cpu(&s) > a, "a thawed sandbox did not run again");
+    s.kill().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while host_pids_with(&marker) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        host_pids_with(&marker),
+        0,
+        "cgroup.kill left the setsid child running"
+    );
+    let leftover = std::fs::read_dir(root).unwrap().flatten().any(|e| {
+        e.file_name()
+            .to_string_lossy()
+            .starts_with(&format!("e2b-t-v2-{}", std::process::id()))
+    });
+    assert!(!leftover, "the sandbox's v2 cgroup was not removed");
+}
+
+/// Host processes running `pasta`.
+fn pasta_processes() -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            // argv[0] (the binary is `passt`, `pasta` a link to it).
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| {
+                    c.split(|b| *b == 0)
+                        .next()
+                        .is_some_and(|a| a.ends_with(b"pasta"))
+                })
+                .unwrap_or(false)
+        })
+        .count()
+}
+
+/// `--network internet` through pasta (forced with `E2B_ISOLATION_NAT=pasta`; slirp4netns is
+/// preferred when both are installed): the sandbox gets its interface, a default route and
+/// pasta's DNS address; the host's loopback stays unreachable; pasta ends with the sandbox. No
+/// traffic leaves the machine (only the sandbox's own loopback is dialled).
+fn pasta_gives_a_tap_device_and_dns_and_no_host_loopback() {
+    assert!(
+        Path::new("/usr/bin/pasta").exists(),
+        "this test needs pasta (Debian package `passt`, installed by .ci/run)"
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let before = pasta_processes();
+    let script = format!(
+        "ip -o link | grep -v ' lo:' | grep -q 'UP' || {{ echo no-interface; exit 2; }}; \
+         ip route show default | grep -q '^default via' || {{ echo no-route; exit 3; }}; \
+         grep -qx 'nameserver 169.254.1.1' /etc/resolv.conf || {{ echo no-dns; exit 4; }}; \
+         if timeout 3 bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' 2>/dev/null; then echo reached; exit 5; fi"
+    );
+    // SAFETY: tests run one after another on the main thread (see cgroup_v2_…).
+    unsafe { std::env::set_var("E2B_ISOLATION_NAT", "pasta") };
+    let started = IsolatedSandbox::spawn(
+        &spec("pasta").with_network(Network::Internet),
+        Path::new("/bin/bash"),
+        &["bash".into(), "-c".into(), script],
+        &[],
+    );
+    // SAFETY: as above.
+    unsafe { std::env::remove_var("E2B_ISOLATION_NAT") };
+    let mut s = started.unwrap();
+    assert_eq!(
+        pasta_processes(),
+        before + 1,
+        "pasta is not running for the sandbox"
+    );
+    let status = s.wait().unwrap();
+    assert_eq!(
+        IsolatedSandbox::exit_code(status),
+        0,
+        "pasta did not configure the sandbox (interface, route, DNS) or the host loopback was reached"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the host's loopback listener got a connection from the sandbox"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pasta_processes() > before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(pasta_processes(), before, "pasta outlived its sandbox");
+}
+
+/// When a sandbox gets weaker limits than asked, its program finds the note in
+/// `E2B_SANDBOX_LIMITS_NOTE` (for envd to report). Made here with the cgroup v2 path on a v2
+/// hierarchy without the memory and pids controllers (this hybrid host's `unified`); on a host
+/// whose v2 hierarchy has them, the variable must be absent.
+fn weaker_limits_are_told_to_the_program() {
+    let root = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .into_iter()
+        .find(|r| Path::new(r).join("cgroup.controllers").exists())
+        .expect("no cgroup v2 hierarchy is mounted");
+    let script = format!(
+        "case \"${{{v}:-}}\" in *limits*) exit 10;; '') exit 20;; *) exit 30;; esac",
+        v = e2b_isolation::LIMITS_NOTE_ENV
+    );
+    // SAFETY: tests run one after another on the main thread (see cgroup_v2_…).
+    unsafe { std::env::set_var("E2B_ISOLATION_CGROUP_V2_ROOT", root) };
+    let started = IsolatedSandbox::spawn(&spec("note"), Path::new("/bin/sh"), &sh(&script), &[]);
+    // SAFETY: as above.
+    unsafe { std::env::remove_var("E2B_ISOLATION_CGROUP_V2_ROOT") };
+    let mut s = started.unwrap();
+    let weaker = s.limits().note.is_some();
+    let code = IsolatedSandbox::exit_code(s.wait().unwrap());
+    if weaker {
+        assert_eq!(
+            code,
+            10,
+            "the program did not get the limits note {:?}",
+            s.limits().note
+        );
+    } else {
+        assert_eq!(code, 20, "full limits, yet the program got a note");
+    }
 }

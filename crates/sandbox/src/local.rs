@@ -1,6 +1,6 @@
 //! The embedded daemon behind `Sandbox::local()`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use e2b_envd::{Envd, EnvdConfig, EnvdHandle};
 
@@ -101,5 +101,188 @@ impl Drop for LocalDaemon {
         // The handle's own Drop kills every process group; do it before removing the workdir.
         drop(self.handle.take());
         drop(self.workdir.take());
+    }
+}
+
+/// Options of a local sandbox started with [`Sandbox::local_with_options`](crate::Sandbox::local_with_options).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct LocalOptions {
+    /// Run the daemon isolated (`e2b-envd --isolate --network none`: its own user, mount, PID,
+    /// UTS, IPC and network namespaces, the `base` template, cgroup limits; Linux, root; see
+    /// the project's docs/isolation.md). Default: `false` (the daemon is embedded in this
+    /// process and commands run on this machine).
+    pub isolated: bool,
+    /// With `isolated`: host paths shown read-only inside the sandbox, as `HOST[:SANDBOX]`.
+    pub mounts_ro: Vec<String>,
+    /// With `isolated`: the daemon binary (`e2b-envd`, or `e2b`, which is run as `e2b envd`).
+    /// Default: `E2B_ENVD_BIN`, else `e2b-envd` next to this program (or one directory up,
+    /// for test binaries in `target/*/deps`), else on `PATH`.
+    pub envd_bin: Option<PathBuf>,
+}
+
+impl LocalOptions {
+    /// Options for an isolated local sandbox.
+    pub fn isolated() -> Self {
+        Self {
+            isolated: true,
+            ..Self::default()
+        }
+    }
+
+    /// Adds a host path shown read-only inside an isolated sandbox (`HOST[:SANDBOX]`).
+    pub fn mount_ro(mut self, spec: impl Into<String>) -> Self {
+        self.mounts_ro.push(spec.into());
+        self
+    }
+
+    /// Sets the daemon binary for an isolated sandbox.
+    pub fn envd_bin(mut self, path: impl Into<PathBuf>) -> Self {
+        self.envd_bin = Some(path.into());
+        self
+    }
+}
+
+/// The daemon binary for an isolated sandbox and the arguments before its flags.
+fn find_envd_bin(explicit: Option<&Path>) -> Result<(PathBuf, Vec<&'static str>), SandboxError> {
+    let prefix = |p: &Path| -> Vec<&'static str> {
+        if p.file_name().is_some_and(|n| n == "e2b") {
+            vec!["envd"]
+        } else {
+            Vec::new()
+        }
+    };
+    if let Some(p) = explicit
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("E2B_ENVD_BIN").map(PathBuf::from))
+    {
+        return if p.is_file() {
+            let pre = prefix(&p);
+            Ok((p, pre))
+        } else {
+            Err(SandboxError::Local(format!(
+                "the envd binary {} does not exist (E2B_ENVD_BIN or LocalOptions::envd_bin)",
+                p.display()
+            )))
+        };
+    }
+    let mut dirs = Vec::new();
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(dir) = exe.parent()
+    {
+        dirs.push(dir.to_path_buf());
+        if let Some(up) = dir.parent() {
+            dirs.push(up.to_path_buf());
+        }
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
+    }
+    dirs.into_iter()
+        .map(|d| d.join("e2b-envd"))
+        .find(|p| p.is_file())
+        .map(|p| (p, Vec::new()))
+        .ok_or_else(|| {
+            SandboxError::Local(
+                "an isolated local sandbox needs the e2b-envd binary: set E2B_ENVD_BIN, put it \
+                 next to this program or on PATH (cargo install e2b-envd), or use \
+                 Sandbox::local() without isolation"
+                    .into(),
+            )
+        })
+}
+
+/// A daemon started as `e2b-envd --isolate` for [`LocalOptions::isolated`].
+pub(crate) struct IsolatedDaemon {
+    child: Option<std::process::Child>,
+    url: String,
+    token: String,
+}
+
+impl std::fmt::Debug for IsolatedDaemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IsolatedDaemon")
+            .field("url", &self.url)
+            .field("pid", &self.child.as_ref().map(std::process::Child::id))
+            .finish()
+    }
+}
+
+impl IsolatedDaemon {
+    pub(crate) async fn start(opts: &LocalOptions) -> Result<Self, SandboxError> {
+        e2b_envd::EnvdArgs::check_isolation("none")
+            .map_err(|e| SandboxError::Local(format!("isolation: {e}")))?;
+        let (bin, prefix) = find_envd_bin(opts.envd_bin.as_deref())?;
+        let token = random_token();
+        let mut extra = vec!["--network".to_string(), "none".to_string()];
+        for m in &opts.mounts_ro {
+            extra.push("--mount-ro".into());
+            extra.push(m.clone());
+        }
+        let env = vec![("E2B_ENVD_ACCESS_TOKEN".to_string(), token.clone())];
+        let (url, child) = tokio::task::spawn_blocking(move || {
+            e2b_envd::EnvdArgs::spawn_isolated_with_env(&bin, &prefix, &extra, &env)
+        })
+        .await
+        .map_err(|e| SandboxError::Local(format!("start the isolated daemon: {e}")))?
+        .map_err(|e| SandboxError::Local(format!("isolation: {e}")))?;
+        Ok(Self {
+            child: Some(child),
+            url,
+            token,
+        })
+    }
+
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub(crate) fn access_token(&self) -> &str {
+        &self.token
+    }
+
+    /// SIGTERM (the supervisor stops the sandbox and removes its cgroups), SIGKILL after 6 s.
+    pub(crate) async fn shutdown(mut self) {
+        if let Some(mut child) = self.child.take() {
+            terminate(&child);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(6);
+            while matches!(child.try_wait(), Ok(None)) {
+                if std::time::Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+fn terminate(child: &std::process::Child) {
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: plain kill of our own, unreaped child.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+}
+
+impl Drop for IsolatedDaemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            terminate(&child);
+            // Reaped off the caller's thread; killed if it does not stop in time.
+            let _ = std::thread::Builder::new()
+                .name("e2b-isolated-reaper".into())
+                .spawn(move || {
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(6);
+                    while matches!(child.try_wait(), Ok(None)) {
+                        if std::time::Instant::now() > deadline {
+                            let _ = child.kill();
+                            let _ = child.wait();
+                            break;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                });
+        }
     }
 }

@@ -35,6 +35,9 @@ pub struct Sandbox {
     files: Filesystem,
     #[cfg(feature = "local")]
     local: Option<crate::local::LocalDaemon>,
+    /// Set for an isolated local sandbox ([`Sandbox::local_isolated`]).
+    #[cfg(feature = "local")]
+    isolated: Option<crate::local::IsolatedDaemon>,
     /// Set for a sandbox created or connected through E2B's API.
     cloud: Option<crate::cloud::CloudSandbox>,
 }
@@ -56,6 +59,56 @@ impl Sandbox {
     #[cfg(feature = "local")]
     pub async fn local() -> Result<Sandbox, SandboxError> {
         Self::local_with(e2b_envd::EnvdConfig::ephemeral()).await
+    }
+
+    /// An isolated local sandbox: the daemon runs as `e2b-envd --isolate --network none` (a
+    /// separate process, its own user, mount, PID, UTS, IPC and network namespaces, the `base`
+    /// template, cgroup limits; see the project's docs/isolation.md), bound to a free loopback
+    /// port with a random access token; this sandbox's clients call it over that port.
+    /// Dropping or killing the sandbox stops the daemon and every process in it. Linux, as
+    /// root; the daemon binary is found as [`LocalOptions::envd_bin`] says.
+    ///
+    /// [`local`](Self::local) stays unisolated: it embeds the daemon in this process, which
+    /// needs no binary and no privileges, and its commands see this machine's files (its
+    /// [`workdir`](Self::workdir) is a host directory).
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::Local`] naming what is missing (root, user namespaces, the binary) or
+    /// why the daemon did not start. Never falls back to an unisolated sandbox.
+    #[cfg(feature = "local")]
+    pub async fn local_isolated() -> Result<Sandbox, SandboxError> {
+        Self::local_with_options(crate::local::LocalOptions::isolated()).await
+    }
+
+    /// A local sandbox with [`LocalOptions`](crate::LocalOptions): isolated or embedded.
+    ///
+    /// # Errors
+    ///
+    /// As [`local_isolated`](Self::local_isolated) or [`local`](Self::local).
+    #[cfg(feature = "local")]
+    pub async fn local_with_options(
+        opts: crate::local::LocalOptions,
+    ) -> Result<Sandbox, SandboxError> {
+        if !opts.isolated {
+            return Self::local().await;
+        }
+        let daemon = crate::local::IsolatedDaemon::start(&opts).await?;
+        let endpoint = EnvdEndpoint::new(daemon.url()).access_token(daemon.access_token());
+        let id = format!(
+            "local-isolated-{}",
+            daemon.url().rsplit(':').next().unwrap_or_default()
+        );
+        let conn = EnvdConnection::new(endpoint)?;
+        Ok(Sandbox {
+            id,
+            commands: Commands::new(conn.clone()),
+            files: Filesystem::new(conn.clone()),
+            conn,
+            local: None,
+            isolated: Some(daemon),
+            cloud: None,
+        })
     }
 
     /// Like [`local`](Self::local) with your daemon configuration. A config without an access
@@ -111,6 +164,7 @@ impl Sandbox {
             files: Filesystem::new(conn.clone()),
             conn,
             local: Some(daemon),
+            isolated: None,
             cloud: None,
         })
     }
@@ -154,6 +208,8 @@ impl Sandbox {
             conn,
             #[cfg(feature = "local")]
             local: None,
+            #[cfg(feature = "local")]
+            isolated: None,
             cloud,
         }
     }
@@ -245,7 +301,7 @@ impl Sandbox {
     pub fn is_local(&self) -> bool {
         #[cfg(feature = "local")]
         {
-            self.local.is_some()
+            self.local.is_some() || self.isolated.is_some()
         }
         #[cfg(not(feature = "local"))]
         {
@@ -277,6 +333,9 @@ impl Sandbox {
             let mut this = self;
             if let Some(local) = this.local.take() {
                 local.shutdown().await;
+            }
+            if let Some(isolated) = this.isolated.take() {
+                isolated.shutdown().await;
             }
         }
         Ok(())
