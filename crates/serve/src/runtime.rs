@@ -29,6 +29,10 @@ pub struct SandboxSpec {
     pub id: String,
     /// A directory that belongs to this sandbox alone (removed when it is killed).
     pub dir: PathBuf,
+    /// Whether the sandbox may reach the internet (E2B's `allow_internet_access`, default
+    /// `true`). Isolated sandboxes get `--network internet` (a user-mode NAT helper) or
+    /// `--network none` (loopback only); plain ones share the machine's network either way.
+    pub allow_internet_access: bool,
 }
 
 /// Resources a sandbox used at one moment.
@@ -221,7 +225,8 @@ impl Runtime for PlainRuntime {
             envd.push(a.into());
         }
         if self.isolated {
-            for a in ["--isolate", "--network", "none", "--sandbox-id", &spec.id] {
+            let network = isolated_network(spec.allow_internet_access);
+            for a in ["--isolate", "--network", network, "--sandbox-id", &spec.id] {
                 envd.push(a.into());
             }
         } else {
@@ -313,6 +318,25 @@ impl Runtime for PlainRuntime {
             },
             child: tokio::sync::Mutex::new(child),
         }))
+    }
+}
+
+/// The `--network` of an isolated sandbox: `internet` when it may reach the internet and this
+/// machine has a NAT helper (slirp4netns or pasta), else `none` (loopback only; said once in
+/// the log when internet access was asked for but cannot be given).
+fn isolated_network(allow_internet_access: bool) -> &'static str {
+    static NO_NAT: std::sync::Once = std::sync::Once::new();
+    if !allow_internet_access {
+        return "none";
+    }
+    match e2b_isolation::probe().check(e2b_isolation::Network::Internet) {
+        Ok(()) => "internet",
+        Err(e) => {
+            NO_NAT.call_once(|| {
+                tracing::warn!("isolated sandboxes get no internet access: {e}");
+            });
+            "none"
+        }
     }
 }
 

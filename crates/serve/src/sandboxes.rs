@@ -387,6 +387,11 @@ impl Registry {
         }
     }
 
+    /// Whether `port` is the loopback port of some sandbox's envd.
+    pub(crate) fn is_envd_port(&self, port: u16) -> bool {
+        lock(&self.map).values().any(|s| s.envd_addr.port() == port)
+    }
+
     /// The running sandbox whose token signed this `/files` URL.
     pub(crate) fn route_signed(
         &self,
@@ -450,6 +455,7 @@ impl Registry {
             .spawn(SandboxSpec {
                 id: id.clone(),
                 dir: dir.clone(),
+                allow_internet_access: req.allow_internet_access.unwrap_or(true),
             })
             .await
             .map_err(|e| {
