@@ -46,7 +46,7 @@ async fn async_main() -> ExitCode {
         Command::Serve(args) => ("serve", e2b_cli::serve(args).await),
         Command::ExecServer(args) => (
             "exec-server",
-            e2b_exec_server::run(args)
+            e2b_cli::sandbox_cmd::exec_server(args)
                 .await
                 .map(|()| 0)
                 .map_err(|e| e.to_string()),

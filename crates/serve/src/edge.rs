@@ -160,7 +160,15 @@ impl Edge {
         let (id, addr, user_port) = match self.target(&req) {
             Ok(Target::Envd(id, addr)) => (id, addr, false),
             Ok(Target::Port(id, addr)) => (id, addr, true),
-            Err(resp) => return resp,
+            Err(resp) => {
+                tracing::debug!(
+                    uri = %req.uri(),
+                    headers = ?req.headers(),
+                    "edge: no route, answered {}",
+                    resp.status()
+                );
+                return resp;
+            }
         };
         let path = req
             .uri()
