@@ -157,9 +157,10 @@ impl Edge {
     }
 
     async fn handle(&self, mut req: Request<Incoming>) -> Response<Body> {
-        let (id, addr, user_port) = match self.target(&req) {
-            Ok(Target::Envd(id, addr)) => (id, addr, false),
-            Ok(Target::Port(id, addr)) => (id, addr, true),
+        let (id, addr, user_port, netns) = match self.target(&req) {
+            Ok(Target::Envd(id, addr)) => (id, addr, false, None),
+            Ok(Target::Port(id, addr)) => (id, addr, true, None),
+            Ok(Target::NetnsPort(id, pid, addr)) => (id, addr, true, Some(pid)),
             Err(resp) => {
                 tracing::debug!(
                     uri = %req.uri(),
@@ -192,7 +193,27 @@ impl Edge {
         if !h2 {
             *req.version_mut() = http::Version::HTTP_11;
         }
-        let result = if h2 {
+        let result = if let Some(pid) = netns {
+            // Origin form on a connection of its own.
+            let path = req
+                .uri()
+                .path_and_query()
+                .map(|p| p.as_str().to_string())
+                .unwrap_or_else(|| "/".into());
+            if let Ok(u) = path.parse::<http::Uri>() {
+                *req.uri_mut() = u;
+            }
+            if let Ok(h) = HeaderValue::from_str(&addr.to_string()) {
+                req.headers_mut().insert(header::HOST, h);
+            }
+            match self.netns_request(pid, addr, req).await {
+                Ok(r) => Ok(r),
+                Err(e) => {
+                    tracing::debug!(sandbox = %id, "edge: port {} unreachable: {e}", addr.port());
+                    return port_not_open(&id, addr.port());
+                }
+            }
+        } else if h2 {
             self.h2.request(req).await
         } else {
             self.h1.request(req).await
@@ -262,28 +283,70 @@ impl Edge {
 
     /// A user's port inside sandbox `id` (E2B's `<port>-<id>.<domain>`). Plain sandboxes
     /// share the machine's loopback, so the port is `127.0.0.1:<port>` (never a port of
-    /// `e2b serve` itself or of a sandbox's envd); isolated sandboxes have their own network
-    /// namespace, which the edge does not reach yet.
+    /// `e2b serve` itself or of a sandbox's envd); isolated sandboxes are reached inside their
+    /// own network namespace.
     #[allow(clippy::result_large_err)]
     fn user_port(&self, id: String, port: u16) -> Result<Target, Response<Body>> {
-        if !matches!(self.registry.route(&id), Route::Envd(_)) {
+        let Some(netns) = self.registry.netns_of(&id) else {
             return Err(not_found(&id, "The sandbox was not found"));
+        };
+        if port == 0 {
+            return Err(port_closed("0"));
         }
-        if self.registry.runtime_name() != "plain" {
-            return Err(plain(
+        let addr = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port));
+        match netns {
+            Some(pid) => Ok(Target::NetnsPort(id, pid, addr)),
+            None if self.registry.runtime_name() != "plain" => Err(plain(
                 StatusCode::BAD_GATEWAY,
-                &format!(
-                    "port {port} of sandbox {id}: the edge reaches user ports of plain sandboxes only; isolated sandboxes have their own network namespace (start e2b serve with --isolation plain to serve ports)"
-                ),
-            ));
+                &format!("port {port} of sandbox {id}: its network namespace was not found"),
+            )),
+            None if self.own_ports.contains(&port) || self.registry.is_envd_port(port) => {
+                Err(port_closed(&port.to_string()))
+            }
+            None => Ok(Target::Port(id, addr)),
         }
-        if port == 0 || self.own_ports.contains(&port) || self.registry.is_envd_port(port) {
-            return Err(port_closed(&port.to_string()));
-        }
-        Ok(Target::Port(
-            id,
-            SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)),
-        ))
+    }
+
+    /// Sends `req` over a new HTTP/1.1 connection to `addr` inside the network namespace of
+    /// process `pid` (an isolated sandbox's loopback).
+    async fn netns_request(
+        &self,
+        pid: i32,
+        addr: SocketAddr,
+        req: Request<Incoming>,
+    ) -> Result<Response<Incoming>, String> {
+        let ns = std::fs::File::open(format!("/proc/{pid}/ns/net"))
+            .map_err(|e| format!("open the sandbox's network namespace: {e}"))?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // A thread of its own: setns changes the calling thread's namespace, and this thread
+        // ends right after (the socket stays in the namespace it was made in).
+        std::thread::spawn(move || {
+            let r = nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)
+                .map_err(|e| format!("enter the sandbox's network namespace: {e}"))
+                .and_then(|()| {
+                    std::net::TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+                        .map_err(|e| format!("connect: {e}"))
+                });
+            let _ = tx.send(r);
+        });
+        let std_stream = rx
+            .await
+            .map_err(|_| "the connecting thread died".to_string())??;
+        std_stream
+            .set_nonblocking(true)
+            .map_err(|e| format!("socket: {e}"))?;
+        let stream = TcpStream::from_std(std_stream).map_err(|e| format!("socket: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("HTTP/1.1 handshake: {e}"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        sender
+            .send_request(req)
+            .await
+            .map_err(|e| format!("request: {e}"))
     }
 
     fn signed(&self, req: &Request<Incoming>) -> Option<(String, SocketAddr)> {
@@ -306,8 +369,10 @@ impl Edge {
 enum Target {
     /// A sandbox's envd.
     Envd(String, SocketAddr),
-    /// A user's port in a sandbox.
+    /// A user's port in a sandbox that shares the machine's loopback.
     Port(String, SocketAddr),
+    /// A user's port in a sandbox with its own network namespace (a process in it).
+    NetnsPort(String, i32, SocketAddr),
 }
 
 /// `(port, id)` from a `Host` (or h2 `:authority`) of the form `<port>-<id>.<domain>`.

@@ -93,6 +93,12 @@ pub trait Instance: Send + Sync + 'static {
     ///
     /// The SIGKILL is sent before the first await: dropping the future only skips the wait.
     async fn kill(&self);
+    /// A process inside the sandbox's own network namespace, when it has one (the edge
+    /// connects to the sandbox's user ports from there). `None`: the sandbox shares the
+    /// machine's network.
+    fn netns_pid(&self) -> Option<i32> {
+        None
+    }
 }
 
 /// How the runtime runs envd and the `sandbox-init` shim: a program and the arguments that
@@ -311,6 +317,7 @@ impl Runtime for PlainRuntime {
         Ok(Box::new(PlainInstance {
             addr,
             pid,
+            isolated: self.isolated,
             home: if self.isolated {
                 "/home/user".into()
             } else {
@@ -351,6 +358,7 @@ fn parse_url_addr(line: &str) -> Option<SocketAddr> {
 struct PlainInstance {
     addr: SocketAddr,
     pid: i32,
+    isolated: bool,
     home: String,
     child: tokio::sync::Mutex<Child>,
 }
@@ -372,6 +380,16 @@ impl PlainInstance {
 
 #[async_trait]
 impl Instance for PlainInstance {
+    fn netns_pid(&self) -> Option<i32> {
+        if !self.isolated || self.pid <= 0 {
+            return None;
+        }
+        let own = std::fs::read_link("/proc/self/ns/net").ok()?;
+        crate::proctree::descendants(self.pid)
+            .into_iter()
+            .find(|p| std::fs::read_link(format!("/proc/{p}/ns/net")).is_ok_and(|ns| ns != own))
+    }
+
     fn envd_addr(&self) -> SocketAddr {
         self.addr
     }

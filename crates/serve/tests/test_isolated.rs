@@ -168,3 +168,51 @@ fn nat_helpers_of(id: &str) -> Vec<i32> {
         })
         .collect()
 }
+
+/// A server an isolated sandbox starts on its own loopback is reached through the edge with
+/// `Host: <port>-<id>.<domain>` (the edge connects inside the sandbox's network namespace);
+/// the machine's loopback is not what it reaches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_ports_reach_inside_an_isolated_sandbox() {
+    let env = start_isolated().await;
+    let a = env.create(json!({"allow_internet_access": false})).await;
+    let cmds = env.commands(&a, Transport::Grpc);
+    cmds.run(
+        "mkdir -p site && echo inside-the-namespace > site/index.html",
+        CommandOptions::new(),
+    )
+    .await
+    .unwrap();
+    // The same port on the machine's loopback serves something else.
+    let decoy = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = decoy.local_addr().unwrap().port();
+    let _server = cmds
+        .start_streaming(
+            e2b_commands::CommandLine::shell(format!(
+                "exec python3 -m http.server {port} --bind 127.0.0.1 --directory site"
+            )),
+            CommandOptions::new().retain_output(false),
+        )
+        .await
+        .unwrap();
+    let url = format!("{}/index.html", env.serve.edge_url());
+    let host = format!("{port}-{}.localhost", id(&a));
+    let mut body = String::new();
+    for _ in 0..100 {
+        let resp = env
+            .http
+            .get(&url)
+            .header("Host", &host)
+            .send()
+            .await
+            .unwrap();
+        if resp.status() == 200 {
+            body = resp.text().await.unwrap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(body, "inside-the-namespace\n");
+    drop(decoy);
+    env.serve.shutdown().await;
+}
