@@ -149,8 +149,9 @@ pub(crate) async fn open_sandbox_with_mounts(
     })
 }
 
-/// `e2b exec-server`: without `--sandbox`, the tools run in an isolated local sandbox
-/// (`--isolation on`, the default) or on this machine (`--isolation none`).
+/// `e2b exec-server`: in an existing sandbox through E2B's API with `--sandbox-id` (see
+/// [`crate::sandbox_cmd::exec_server`]), at `--sandbox URL`, or else in an isolated local
+/// sandbox (`--isolation on`, the default) or on this machine (`--isolation none`).
 ///
 /// # Errors
 ///
@@ -163,12 +164,18 @@ pub(crate) async fn open_sandbox_with_mounts(
 /// process.
 pub async fn exec_server(cmd: crate::args::ExecServerCmd) -> Result<(), String> {
     let mut args = cmd.args;
-    if args.sandbox.is_none() && isolation_on(&cmd.isolation).map_err(|e| e.to_string())? {
+    let in_api_sandbox = crate::sandbox_cmd::exec_server_api_id(&args).is_some();
+    if !in_api_sandbox
+        && args.sandbox.is_none()
+        && isolation_on(&cmd.isolation).map_err(|e| e.to_string())?
+    {
         let (url, token) = start_isolated_envd(&cmd.mount_ro).map_err(|e| e.to_string())?;
         args.sandbox = Some(url);
         args.access_token = Some(token);
     }
-    let result = e2b_exec_server::run(args).await.map_err(|e| e.to_string());
+    let result = crate::sandbox_cmd::exec_server(args)
+        .await
+        .map_err(|e| e.to_string());
     stop_isolated().await;
     result
 }

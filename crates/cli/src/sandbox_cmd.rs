@@ -600,3 +600,88 @@ pub async fn open_by_id(id: &str) -> Result<Sandbox, SandboxError> {
     let endpoint = e2b::endpoint_for(api.config(), &connected.sandbox)?;
     Sandbox::connect(endpoint).await
 }
+
+/// `e2b exec-server`. With `--sandbox-id ID` on the command line, no `--sandbox URL` on it, and
+/// E2B's API configured (`E2B_API_KEY`, or `E2B_DEBUG=true`), the tools run in that existing
+/// sandbox of E2B's cloud or `e2b serve`: it is connected through the API (resumed if paused, at
+/// least 300 s left; `E2B_SANDBOX_URL` in the environment is then the API's envd address, as
+/// for the SDKs) and keeps running afterwards. Otherwise as before: `--sandbox URL` (or
+/// `E2B_SANDBOX_URL`) or the embedded local sandbox, and `--sandbox-id` (or `SANDBOX_ID`) only
+/// names the sandbox in reports.
+///
+/// # Errors
+///
+/// What the exec server returns; an API sandbox that cannot be connected is
+/// [`e2b_exec_server::ExecServerError::Sandbox`] naming the id.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops serving.
+pub async fn exec_server(
+    args: e2b_exec_server::ExecServerArgs,
+) -> Result<(), e2b_exec_server::ExecServerError> {
+    match exec_server_api_id(&args) {
+        Some(id) => {
+            e2b_exec_server::run_with_sandbox(args, || async move {
+                open_by_id(&id).await.map_err(|e| {
+                    e2b_exec_server::ExecServerError::Sandbox(format!(
+                        "sandbox {id} through E2B's API: {e}"
+                    ))
+                })
+            })
+            .await
+        }
+        None => e2b_exec_server::run(args).await,
+    }
+}
+
+/// The id of the existing sandbox `e2b exec-server` works in through E2B's API, if this command
+/// line asks for one (see [`exec_server`]).
+pub(crate) fn exec_server_api_id(args: &e2b_exec_server::ExecServerArgs) -> Option<String> {
+    let argv: Vec<String> = std::env::args().collect();
+    let given = |flag: &str| {
+        argv.iter()
+            .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    };
+    let on_command_line = given("--sandbox-id") && !given("--sandbox");
+    api_sandbox_id(args, on_command_line, &ConnectionConfig::from_env())
+}
+
+/// The sandbox `e2b exec-server` opens through E2B's API, if any (see [`exec_server`]):
+/// `explicit` = `--sandbox-id` and no `--sandbox` on the command line.
+fn api_sandbox_id(
+    args: &e2b_exec_server::ExecServerArgs,
+    explicit: bool,
+    config: &ConnectionConfig,
+) -> Option<String> {
+    let id = args.sandbox_id.as_deref().map(str::trim).unwrap_or("");
+    let api = config.api_key.as_deref().is_some_and(|k| !k.is_empty()) || config.debug;
+    (explicit && !id.is_empty() && api).then(|| id.to_owned())
+}
+
+#[cfg(test)]
+mod exec_server_tests {
+    use super::*;
+
+    #[test]
+    fn only_an_explicit_id_with_an_api_key_goes_through_the_api() {
+        let mut args = e2b_exec_server::ExecServerArgs::default();
+        args.sandbox_id = Some("abc".into());
+        // E2B_SANDBOX_URL from the environment fills --sandbox: the API's envd address then.
+        args.sandbox = Some("http://127.0.0.1:49983".into());
+        let mut keyed = ConnectionConfig::default();
+        keyed.api_key = Some("e2b_00".into());
+        let bare = ConnectionConfig::default();
+        assert_eq!(api_sandbox_id(&args, true, &keyed).as_deref(), Some("abc"));
+        assert_eq!(
+            api_sandbox_id(&args, false, &keyed),
+            None,
+            "SANDBOX_ID from the environment, or --sandbox URL on the command line"
+        );
+        assert_eq!(
+            api_sandbox_id(&args, true, &bare),
+            None,
+            "no API configured"
+        );
+    }
+}

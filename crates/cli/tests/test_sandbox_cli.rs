@@ -210,3 +210,104 @@ fn a_wrong_key_and_bad_arguments_fail_with_advice() {
     let out = serve.e2b(&["sandbox", "kill"]);
     assert!(stderr(&out).contains("--all"), "{}", stderr(&out));
 }
+
+/// `e2b exec-server --sandbox-id ID`: the MCP tools run in that existing sandbox of
+/// `e2b serve` (connected through the API, resumed when paused), not in a local one: a file
+/// written into the sandbox's working directory by `e2b run --sandbox-id` is read by
+/// exec_command, which also sees the sandbox's own `E2B_SANDBOX_ID`.
+#[test]
+fn exec_server_works_in_an_existing_sandbox() {
+    use std::io::Write as _;
+
+    let serve = Serve::start("exec-server");
+    let created: Value =
+        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "create", "--json"]))).unwrap();
+    let id = created["sandboxID"].as_str().unwrap().to_owned();
+    ok(&serve.e2b(&[
+        "run",
+        "--sandbox-id",
+        &id,
+        "--",
+        "echo written-through-envd > marker.txt",
+    ]));
+    assert!(ok(&serve.e2b(&["sandbox", "pause", &id])).contains("has been paused"));
+
+    let mut child = Command::new(BIN)
+        .args(["exec-server", "--stdio", "--sandbox-id", &id])
+        .env("E2B_API_URL", &serve.api_url)
+        .env("E2B_SANDBOX_URL", &serve.edge_url)
+        .env("E2B_API_KEY", KEY)
+        .env_remove("E2B_DEBUG")
+        .env_remove("E2B_ACCESS_TOKEN")
+        .env_remove("SANDBOX_ID")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn e2b exec-server");
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Ok(v) = serde_json::from_str(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let mut send = |v: Value| {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    let answer = |want: i64| loop {
+        let msg = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the exec server answers (hang guard)");
+        if msg["id"] == want {
+            break msg;
+        }
+    };
+    send(
+        serde_json::json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"cli-test","version":"0"}}}),
+    );
+    let init = answer(1);
+    assert_eq!(
+        init["result"]["serverInfo"]["sandbox_id"],
+        id.as_str(),
+        "{init}"
+    );
+    send(serde_json::json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    send(
+        serde_json::json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{
+        "name":"exec_command","arguments":{"cmd":"cat marker.txt; echo \"sandbox=$E2B_SANDBOX_ID\""}}}),
+    );
+    let result = answer(2)["result"].clone();
+    let text = result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(text.contains("written-through-envd"), "{result}");
+    assert!(text.contains(&format!("sandbox={id}")), "{result}");
+    assert_eq!(result["_meta"]["exit_code"], 0, "{result}");
+    drop(stdin);
+    let _ = child.wait();
+    // Connecting resumed the paused sandbox, and the exec server leaves it running.
+    assert!(ok(&serve.e2b(&["sandbox", "info", &id])).contains("Running"));
+
+    // An unknown id fails with a message naming it.
+    let out = Command::new(BIN)
+        .args(["exec-server", "--stdio", "--sandbox-id", "nosuchsandbox"])
+        .env("E2B_API_URL", &serve.api_url)
+        .env("E2B_SANDBOX_URL", &serve.edge_url)
+        .env("E2B_API_KEY", KEY)
+        .env_remove("E2B_DEBUG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("nosuchsandbox"), "{}", stderr(&out));
+}

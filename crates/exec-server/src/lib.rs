@@ -175,12 +175,44 @@ pub fn tool_definitions() -> Vec<rmcp::model::Tool> {
 /// Runs the server as `args` say: HTTP when `--http` is given, else stdio. Returns when the
 /// stdio client disconnects, or on Ctrl-C / SIGTERM for HTTP.
 pub async fn run(args: ExecServerArgs) -> Result<(), ExecServerError> {
+    let addr = checked_addr(&args)?;
+    let handle = ExecServerHandle::open(args).await?;
+    serve_until_done(handle, addr).await
+}
+
+/// [`run`] on a sandbox that `open` opens once the flags are checked (`e2b exec-server
+/// --sandbox-id` passes one connected through E2B's API); `args.sandbox` is ignored.
+///
+/// # Errors
+///
+/// As [`run`], and what `open` returns.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops serving.
+pub async fn run_with_sandbox<F, Fut>(args: ExecServerArgs, open: F) -> Result<(), ExecServerError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<e2b::Sandbox, ExecServerError>>,
+{
+    let addr = checked_addr(&args)?;
+    let handle = ExecServerHandle::with_sandbox(args, open().await?)?;
+    serve_until_done(handle, addr).await
+}
+
+fn checked_addr(args: &ExecServerArgs) -> Result<Option<SocketAddr>, ExecServerError> {
     let addr = args.http_addr()?;
     if let Some(a) = addr {
         // Before the sandbox is opened: a refused exposure costs nothing.
         args.check_exposure(a)?;
     }
-    let handle = ExecServerHandle::open(args).await?;
+    Ok(addr)
+}
+
+async fn serve_until_done(
+    handle: ExecServerHandle,
+    addr: Option<SocketAddr>,
+) -> Result<(), ExecServerError> {
     match addr {
         None => handle.serve_stdio().await,
         Some(addr) => {

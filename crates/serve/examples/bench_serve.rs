@@ -10,6 +10,7 @@
 //! ```text
 //! cargo build --release -p e2b-serve --bins --examples
 //! target/release/examples/bench_serve [N=100] [BYTES=1G]
+//! target/release/examples/bench_serve --stream-only [BYTES=1G]   # part 3 only
 //! ```
 //!
 //! Each sandbox's envd is the `e2b-serve` binary next to this example (`E2B_SERVE_BIN`
@@ -116,7 +117,12 @@ async fn stream(cmds: &Commands, bytes: u64) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let stream_only = args.iter().any(|a| a == "--stream-only");
+    args.retain(|a| a != "--stream-only");
+    if stream_only {
+        args.insert(0, "1".into());
+    }
     let n: usize = args.first().map(|s| s.parse().unwrap()).unwrap_or(100);
     let bytes = parse_size(args.get(1).map(String::as_str).unwrap_or("1G"));
     let bin = serve_bin();
@@ -176,17 +182,32 @@ async fn main() {
         sandboxes.push(sbx);
     }
     times.sort_by(f64::total_cmp);
-    let (p50, p90) = (percentile(&times, 0.5), percentile(&times, 0.9));
+    if !stream_only {
+        report(&times, &local, &sandboxes).await;
+    }
+    stream_part(&serve, &sandboxes[0], bytes).await;
+    serve.shutdown().await;
+    println!(
+        "load: {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+}
+
+async fn report(times: &[f64], local: &[f64], sandboxes: &[Value]) {
+    let n = sandboxes.len();
+    let (p50, p90) = (percentile(times, 0.5), percentile(times, 0.9));
     println!(
         "create → first echo over {n} sandboxes: p50 {p50:.1} ms, p90 {p90:.1} ms (goal p50 ≤ 50 ms); bare `sh -c 'echo hi'` spawn p50 {:.1} ms → ratio p50/spawn {:.1}",
-        percentile(&local, 0.5),
-        p50 / percentile(&local, 0.5)
+        percentile(local, 0.5),
+        p50 / percentile(local, 0.5)
     );
 
     // 2. n idle sandboxes: memory per sandbox.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (mut rss, mut pss, mut envd_rss) = (Vec::new(), Vec::new(), Vec::new());
-    for s in &sandboxes {
+    for s in sandboxes {
         let id = s["sandboxID"].as_str().unwrap();
         let pids = pids_with(id);
         let mut r = 0;
@@ -209,9 +230,10 @@ async fn main() {
         mean(&envd_rss),
         mean(&pss)
     );
+}
 
-    // 3. the edge vs straight to envd.
-    let first = &sandboxes[0];
+/// 3. the edge vs straight to envd.
+async fn stream_part(serve: &e2b_serve::ServeHandle, first: &Value, bytes: u64) {
     let envd = serve
         .envd_addr(first["sandboxID"].as_str().unwrap())
         .unwrap();
@@ -242,11 +264,4 @@ async fn main() {
             e / d
         );
     }
-    serve.shutdown().await;
-    println!(
-        "load: {}",
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .trim()
-    );
 }

@@ -69,6 +69,30 @@ fn body<T: DeserializeOwned>(bytes: &Bytes, what: &str) -> Result<T, Response> {
         .map_err(|e| error(StatusCode::BAD_REQUEST, format!("invalid {what} body: {e}")))
 }
 
+/// A body that may be left out (`T::default()` then).
+fn optional_body<T: DeserializeOwned + Default>(bytes: &Bytes, what: &str) -> Result<T, Response> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        Ok(T::default())
+    } else {
+        body(bytes, what)
+    }
+}
+
+/// The answer of a connect: 201 when it resumed a paused sandbox, else 200.
+fn connected(result: Result<(Arc<crate::sandboxes::Sandbox>, bool), Failure>) -> Response {
+    match result {
+        Ok((s, resumed)) => json(
+            if resumed {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            },
+            &s.wire(),
+        ),
+        Err(f) => failure(f),
+    }
+}
+
 fn check_id(id: &str) -> Result<(), Response> {
     if util::valid_id(id) {
         Ok(())
@@ -192,25 +216,11 @@ async fn connect_v2(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes
     struct ConnectV2 {
         timeout: Option<i32>,
     }
-    let req: ConnectV2 = if bytes.iter().all(u8::is_ascii_whitespace) {
-        ConnectV2::default()
-    } else {
-        match body(&bytes, "ConnectSandboxV2") {
-            Ok(r) => r,
-            Err(r) => return r,
-        }
+    let req: ConnectV2 = match optional_body(&bytes, "ConnectSandboxV2") {
+        Ok(r) => r,
+        Err(r) => return r,
     };
-    match api.registry.connect(&id, req.timeout.unwrap_or(300)) {
-        Ok((s, resumed)) => json(
-            if resumed {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            },
-            &s.wire(),
-        ),
-        Err(f) => failure(f),
-    }
+    connected(api.registry.connect(&id, req.timeout.unwrap_or(300)))
 }
 
 async fn info(State(api): State<Api>, Path(id): Path<String>) -> Response {
@@ -256,13 +266,9 @@ async fn refresh(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -
     struct Refresh {
         duration: Option<i32>,
     }
-    let req: Refresh = if bytes.iter().all(u8::is_ascii_whitespace) {
-        Refresh::default()
-    } else {
-        match body(&bytes, "refresh") {
-            Ok(r) => r,
-            Err(r) => return r,
-        }
+    let req: Refresh = match optional_body(&bytes, "refresh") {
+        Ok(r) => r,
+        Err(r) => return r,
     };
     match api.registry.connect(&id, req.duration.unwrap_or(15)) {
         Ok(_) => no_content(),
@@ -278,30 +284,16 @@ async fn connect(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -
         Ok(r) => r,
         Err(r) => return r,
     };
-    match api.registry.connect(&id, req.timeout) {
-        Ok((s, resumed)) => json(
-            if resumed {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            },
-            &s.wire(),
-        ),
-        Err(f) => failure(f),
-    }
+    connected(api.registry.connect(&id, req.timeout))
 }
 
 async fn resume(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -> Response {
     if let Err(r) = check_id(&id) {
         return r;
     }
-    let req: wire::ResumedSandbox = if bytes.iter().all(u8::is_ascii_whitespace) {
-        wire::ResumedSandbox::default()
-    } else {
-        match body(&bytes, "ResumedSandbox") {
-            Ok(r) => r,
-            Err(r) => return r,
-        }
+    let req: wire::ResumedSandbox = match optional_body(&bytes, "ResumedSandbox") {
+        Ok(r) => r,
+        Err(r) => return r,
     };
     match api.registry.resume(&id, req.timeout.unwrap_or(15)) {
         Ok(s) => json(StatusCode::CREATED, &s.wire()),

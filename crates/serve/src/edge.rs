@@ -25,13 +25,17 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
+use crate::h2splice::{self, Admit, HeaderList, Peeked};
 use crate::sandboxes::{Registry, Route};
 use crate::util;
 
 /// envd's port in E2B's host names (`49983-<id>.<domain>`).
 pub(crate) const ENVD_PORT: u16 = 49983;
+
+/// How long the edge waits for a sandbox's envd to accept a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
@@ -44,6 +48,8 @@ const H2_CONNECTION_WINDOW: u32 = 16 << 20;
 #[derive(Clone)]
 pub(crate) struct Edge {
     registry: Arc<Registry>,
+    /// Ports of `e2b serve` itself (API, edge), never reachable as a sandbox's user port.
+    own_ports: Arc<[u16]>,
     h1: Client<HttpConnector, Incoming>,
     h2: Client<HttpConnector, Incoming>,
 }
@@ -51,12 +57,12 @@ pub(crate) struct Edge {
 fn connector() -> HttpConnector {
     let mut c = HttpConnector::new();
     c.set_nodelay(true);
-    c.set_connect_timeout(Some(Duration::from_secs(10)));
+    c.set_connect_timeout(Some(CONNECT_TIMEOUT));
     c
 }
 
 impl Edge {
-    pub(crate) fn new(registry: Arc<Registry>) -> Self {
+    pub(crate) fn new(registry: Arc<Registry>, own_ports: &[u16]) -> Self {
         let h1 = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector());
@@ -68,7 +74,12 @@ impl Edge {
             .http2_initial_connection_window_size(Some(H2_CONNECTION_WINDOW))
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector());
-        Self { registry, h1, h2 }
+        Self {
+            registry,
+            own_ports: own_ports.into(),
+            h1,
+            h2,
+        }
     }
 
     /// Accepts connections until the task is aborted.
@@ -85,32 +96,80 @@ impl Edge {
             let _ = stream.set_nodelay(true);
             let edge = self.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req| {
-                    let edge = edge.clone();
-                    async move { Ok::<_, Infallible>(edge.handle(req).await) }
-                });
-                let mut builder =
-                    hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                builder
-                    .http1()
-                    .timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(Duration::from_secs(30));
-                builder
-                    .http2()
-                    .max_frame_size(H2_MAX_FRAME)
-                    .initial_stream_window_size(H2_STREAM_WINDOW)
-                    .initial_connection_window_size(H2_CONNECTION_WINDOW);
-                let _ = builder
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+                if let Some(stream) = edge.try_relay(stream).await {
+                    edge.serve_http(stream).await;
+                }
             });
         }
     }
 
+    /// An h2c connection whose first request names a running sandbox is relayed to that
+    /// sandbox's envd byte for byte (see [`h2splice`]); anything else comes back to be served
+    /// by the HTTP server and its forwarding clients.
+    async fn try_relay(&self, stream: TcpStream) -> Option<TcpStream> {
+        let first = match h2splice::peek(&stream).await {
+            Peeked::First(list) => list,
+            _ => return Some(stream),
+        };
+        let Ok(id) = h2_sandbox(&first) else {
+            return Some(stream);
+        };
+        let Route::Envd(addr) = self.registry.route(&id) else {
+            return Some(stream);
+        };
+        let envd = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => s,
+            _ => return Some(stream),
+        };
+        let registry = self.registry.clone();
+        let bound = id.clone();
+        let admit: Admit = Arc::new(move |list| match h2_sandbox(list) {
+            Ok(other) if other != bound => Err(format!(
+                "this HTTP/2 connection is bound to sandbox {bound} (its first request): open a new connection for sandbox {other}"
+            )),
+            Ok(_) if h2splice::route_is(&registry, &bound, addr) => Ok(()),
+            Ok(_) => Err("The sandbox was not found".to_string()),
+            Err(message) => Err(message),
+        });
+        h2splice::relay(stream, envd, id, admit).await;
+        None
+    }
+
+    async fn serve_http(self, stream: TcpStream) {
+        let edge = self;
+        let service = hyper::service::service_fn(move |req| {
+            let edge = edge.clone();
+            async move { Ok::<_, Infallible>(edge.handle(req).await) }
+        });
+        let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(Duration::from_secs(30));
+        builder
+            .http2()
+            .max_frame_size(H2_MAX_FRAME)
+            .initial_stream_window_size(H2_STREAM_WINDOW)
+            .initial_connection_window_size(H2_CONNECTION_WINDOW);
+        let _ = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
+    }
+
     async fn handle(&self, mut req: Request<Incoming>) -> Response<Body> {
-        let (id, addr) = match self.target(&req) {
-            Ok(t) => t,
-            Err(resp) => return resp,
+        let (id, addr, user_port, netns) = match self.target(&req) {
+            Ok(Target::Envd(id, addr)) => (id, addr, false, None),
+            Ok(Target::Port(id, addr)) => (id, addr, true, None),
+            Ok(Target::NetnsPort(id, pid, addr)) => (id, addr, true, Some(pid)),
+            Err(resp) => {
+                tracing::debug!(
+                    uri = %req.uri(),
+                    headers = ?req.headers(),
+                    "edge: no route, answered {}",
+                    resp.status()
+                );
+                return resp;
+            }
         };
         let path = req
             .uri()
@@ -124,12 +183,37 @@ impl Edge {
         };
         *req.uri_mut() = uri;
         strip_hop_by_hop(req.headers_mut());
-        let h2 = req.version() == http::Version::HTTP_2;
+        // A user's server speaks HTTP/1.1 (h2c to it is not assumed); envd gets each version.
+        let h2 = req.version() == http::Version::HTTP_2 && !user_port;
+        if user_port {
+            req.headers_mut().remove("e2b-sandbox-id");
+            req.headers_mut().remove("e2b-sandbox-port");
+        }
         req.headers_mut().remove(header::HOST);
         if !h2 {
             *req.version_mut() = http::Version::HTTP_11;
         }
-        let result = if h2 {
+        let result = if let Some(pid) = netns {
+            // Origin form on a connection of its own.
+            let path = req
+                .uri()
+                .path_and_query()
+                .map(|p| p.as_str().to_string())
+                .unwrap_or_else(|| "/".into());
+            if let Ok(u) = path.parse::<http::Uri>() {
+                *req.uri_mut() = u;
+            }
+            if let Ok(h) = HeaderValue::from_str(&addr.to_string()) {
+                req.headers_mut().insert(header::HOST, h);
+            }
+            match self.netns_request(pid, addr, req).await {
+                Ok(r) => Ok(r),
+                Err(e) => {
+                    tracing::debug!(sandbox = %id, "edge: port {} unreachable: {e}", addr.port());
+                    return port_not_open(&id, addr.port());
+                }
+            }
+        } else if h2 {
             self.h2.request(req).await
         } else {
             self.h1.request(req).await
@@ -139,6 +223,10 @@ impl Edge {
                 let (mut parts, body) = resp.into_parts();
                 strip_hop_by_hop(&mut parts.headers);
                 Response::from_parts(parts, body.boxed())
+            }
+            Err(e) if user_port => {
+                tracing::debug!(sandbox = %id, "edge: port {} unreachable: {e}", addr.port());
+                port_not_open(&id, addr.port())
             }
             Err(e) => {
                 tracing::debug!(sandbox = %id, "edge: envd unreachable: {e}");
@@ -150,46 +238,115 @@ impl Edge {
         }
     }
 
-    /// The sandbox a request is for, or the response to give instead.
+    /// The sandbox (and port) a request is for, or the response to give instead.
     #[allow(clippy::result_large_err)]
-    fn target(&self, req: &Request<Incoming>) -> Result<(String, SocketAddr), Response<Body>> {
+    fn target(&self, req: &Request<Incoming>) -> Result<Target, Response<Body>> {
         let headers = req.headers();
-        if let Some(port) = headers
-            .get("e2b-sandbox-port")
-            .and_then(|v| v.to_str().ok())
-            && port.trim() != ENVD_PORT.to_string()
-        {
-            return Err(port_closed(port));
-        }
-        let id = headers
+        let header_id = headers
             .get("e2b-sandbox-id")
             .and_then(|v| v.to_str().ok())
-            .map(|s| s.trim().to_string())
-            .or_else(|| host_id(req).and_then(|(p, id)| (p == ENVD_PORT).then_some(id)));
-        if let Some((port, _)) = host_id(req)
-            && port != ENVD_PORT
-            && headers.get("e2b-sandbox-id").is_none()
-        {
-            return Err(port_closed(&port.to_string()));
-        }
+            .map(|s| s.trim().to_string());
+        let header_port = headers
+            .get("e2b-sandbox-port")
+            .and_then(|v| v.to_str().ok())
+            .map(|s| s.trim().to_string());
+        let host = host_id(req);
+        // The port: the header's, else the host's, else envd's.
+        let port = match (&header_port, &host) {
+            (Some(p), _) => match p.parse::<u16>() {
+                Ok(p) => p,
+                Err(_) => return Err(port_closed(p)),
+            },
+            (None, Some((p, _))) if header_id.is_none() => *p,
+            _ => ENVD_PORT,
+        };
+        let id = header_id.or_else(|| host.map(|(_, id)| id));
         if let Some(id) = id {
             if !util::valid_id(&id) {
                 return Err(not_found(&id, "Invalid sandbox ID"));
             }
+            if port != ENVD_PORT {
+                return self.user_port(id, port);
+            }
             return match self.registry.route(&id) {
-                Route::Envd(addr) => Ok((id, addr)),
+                Route::Envd(addr) => Ok(Target::Envd(id, addr)),
                 Route::NotFound => Err(not_found(&id, "The sandbox was not found")),
             };
         }
         if req.uri().path() == "/files"
-            && let Some(found) = self.signed(req)
+            && let Some((id, addr)) = self.signed(req)
         {
-            return Ok(found);
+            return Ok(Target::Envd(id, addr));
         }
-        Err(plain(
-            StatusCode::BAD_GATEWAY,
-            "no sandbox named: send the E2b-Sandbox-Id header, use the host 49983-<sandbox id>.<domain>, or a signed /files URL",
-        ))
+        Err(plain(StatusCode::BAD_GATEWAY, NO_SANDBOX))
+    }
+
+    /// A user's port inside sandbox `id` (E2B's `<port>-<id>.<domain>`). Plain sandboxes
+    /// share the machine's loopback, so the port is `127.0.0.1:<port>` (never a port of
+    /// `e2b serve` itself or of a sandbox's envd); isolated sandboxes are reached inside their
+    /// own network namespace.
+    #[allow(clippy::result_large_err)]
+    fn user_port(&self, id: String, port: u16) -> Result<Target, Response<Body>> {
+        let Some(netns) = self.registry.netns_of(&id) else {
+            return Err(not_found(&id, "The sandbox was not found"));
+        };
+        if port == 0 {
+            return Err(port_closed("0"));
+        }
+        let addr = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port));
+        match netns {
+            Some(pid) => Ok(Target::NetnsPort(id, pid, addr)),
+            None if self.registry.runtime_name() != "plain" => Err(plain(
+                StatusCode::BAD_GATEWAY,
+                &format!("port {port} of sandbox {id}: its network namespace was not found"),
+            )),
+            None if self.own_ports.contains(&port) || self.registry.is_envd_port(port) => {
+                Err(port_closed(&port.to_string()))
+            }
+            None => Ok(Target::Port(id, addr)),
+        }
+    }
+
+    /// Sends `req` over a new HTTP/1.1 connection to `addr` inside the network namespace of
+    /// process `pid` (an isolated sandbox's loopback).
+    async fn netns_request(
+        &self,
+        pid: i32,
+        addr: SocketAddr,
+        req: Request<Incoming>,
+    ) -> Result<Response<Incoming>, String> {
+        let ns = std::fs::File::open(format!("/proc/{pid}/ns/net"))
+            .map_err(|e| format!("open the sandbox's network namespace: {e}"))?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // A thread of its own: setns changes the calling thread's namespace, and this thread
+        // ends right after (the socket stays in the namespace it was made in).
+        std::thread::spawn(move || {
+            let r = nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)
+                .map_err(|e| format!("enter the sandbox's network namespace: {e}"))
+                .and_then(|()| {
+                    std::net::TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+                        .map_err(|e| format!("connect: {e}"))
+                });
+            let _ = tx.send(r);
+        });
+        let std_stream = rx
+            .await
+            .map_err(|_| "the connecting thread died".to_string())??;
+        std_stream
+            .set_nonblocking(true)
+            .map_err(|e| format!("socket: {e}"))?;
+        let stream = TcpStream::from_std(std_stream).map_err(|e| format!("socket: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("HTTP/1.1 handshake: {e}"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        sender
+            .send_request(req)
+            .await
+            .map_err(|e| format!("request: {e}"))
     }
 
     fn signed(&self, req: &Request<Incoming>) -> Option<(String, SocketAddr)> {
@@ -208,6 +365,16 @@ impl Edge {
     }
 }
 
+/// Where a request goes.
+enum Target {
+    /// A sandbox's envd.
+    Envd(String, SocketAddr),
+    /// A user's port in a sandbox that shares the machine's loopback.
+    Port(String, SocketAddr),
+    /// A user's port in a sandbox with its own network namespace (a process in it).
+    NetnsPort(String, i32, SocketAddr),
+}
+
 /// `(port, id)` from a `Host` (or h2 `:authority`) of the form `<port>-<id>.<domain>`.
 fn host_id(req: &Request<Incoming>) -> Option<(u16, String)> {
     let host = req
@@ -215,6 +382,10 @@ fn host_id(req: &Request<Incoming>) -> Option<(u16, String)> {
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .or_else(|| req.uri().host())?;
+    host_port_id(host)
+}
+
+fn host_port_id(host: &str) -> Option<(u16, String)> {
     let first = host.split('.').next()?;
     if !host.contains('.') {
         return None;
@@ -222,6 +393,32 @@ fn host_id(req: &Request<Incoming>) -> Option<(u16, String)> {
     let (port, id) = first.split_once('-')?;
     let port: u16 = port.parse().ok()?;
     util::valid_id(id).then(|| (port, id.to_string()))
+}
+
+/// The sandbox an HTTP/2 request's headers name (the rules of [`Edge::target`] without the
+/// signed `/files` URLs), or why none.
+fn h2_sandbox(list: &HeaderList) -> Result<String, String> {
+    if let Some(port) = h2splice::header(list, "e2b-sandbox-port")
+        && port.trim() != ENVD_PORT.to_string()
+    {
+        return Err(port_message(port));
+    }
+    let host = h2splice::header(list, ":authority")
+        .or_else(|| h2splice::header(list, "host"))
+        .and_then(host_port_id);
+    let id = match h2splice::header(list, "e2b-sandbox-id") {
+        Some(id) => id.trim().to_string(),
+        None => match host {
+            Some((port, _)) if port != ENVD_PORT => return Err(port_message(&port.to_string())),
+            Some((_, id)) => id,
+            None => return Err(NO_SANDBOX.to_string()),
+        },
+    };
+    if util::valid_id(&id) {
+        Ok(id)
+    } else {
+        Err("Invalid sandbox ID".into())
+    }
 }
 
 const HOP_BY_HOP: [&str; 7] = [
@@ -280,11 +477,29 @@ fn not_found(id: &str, message: &str) -> Response<Body> {
     )
 }
 
-fn port_closed(port: &str) -> Response<Body> {
-    plain(
-        StatusCode::BAD_GATEWAY,
-        &format!(
-            "port {port} is not served: e2b serve's edge reaches only envd (port {ENVD_PORT}) of each sandbox"
-        ),
+const NO_SANDBOX: &str = "no sandbox named: send the E2b-Sandbox-Id header, use the host 49983-<sandbox id>.<domain>, or a signed /files URL";
+
+fn port_message(port: &str) -> String {
+    format!(
+        "port {port} is not served by e2b serve's edge (envd is port {ENVD_PORT}; user ports are 1-65535 other than e2b serve's own)"
     )
+}
+
+/// E2B's proxy answer when nothing listens on the port inside the sandbox.
+fn port_not_open(id: &str, port: u16) -> Response<Body> {
+    full(
+        StatusCode::BAD_GATEWAY,
+        "application/json",
+        serde_json::json!({
+            "sandboxId": id,
+            "message": format!("The sandbox is running but port {port} is not open: start a server on it inside the sandbox"),
+            "port": port,
+            "code": 502,
+        })
+        .to_string(),
+    )
+}
+
+fn port_closed(port: &str) -> Response<Body> {
+    plain(StatusCode::BAD_GATEWAY, &port_message(port))
 }

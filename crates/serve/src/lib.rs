@@ -30,6 +30,7 @@ mod api;
 mod cli;
 mod edge;
 mod error;
+mod h2splice;
 mod proctree;
 mod runtime;
 mod sandboxes;

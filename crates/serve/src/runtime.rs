@@ -29,6 +29,10 @@ pub struct SandboxSpec {
     pub id: String,
     /// A directory that belongs to this sandbox alone (removed when it is killed).
     pub dir: PathBuf,
+    /// Whether the sandbox may reach the internet (E2B's `allow_internet_access`, default
+    /// `true`). Isolated sandboxes get `--network internet` (a user-mode NAT helper) or
+    /// `--network none` (loopback only); plain ones share the machine's network either way.
+    pub allow_internet_access: bool,
 }
 
 /// Resources a sandbox used at one moment.
@@ -89,6 +93,12 @@ pub trait Instance: Send + Sync + 'static {
     ///
     /// The SIGKILL is sent before the first await: dropping the future only skips the wait.
     async fn kill(&self);
+    /// A process inside the sandbox's own network namespace, when it has one (the edge
+    /// connects to the sandbox's user ports from there). `None`: the sandbox shares the
+    /// machine's network.
+    fn netns_pid(&self) -> Option<i32> {
+        None
+    }
 }
 
 /// How the runtime runs envd and the `sandbox-init` shim: a program and the arguments that
@@ -221,7 +231,8 @@ impl Runtime for PlainRuntime {
             envd.push(a.into());
         }
         if self.isolated {
-            for a in ["--isolate", "--network", "none", "--sandbox-id", &spec.id] {
+            let network = isolated_network(spec.allow_internet_access);
+            for a in ["--isolate", "--network", network, "--sandbox-id", &spec.id] {
                 envd.push(a.into());
             }
         } else {
@@ -306,6 +317,7 @@ impl Runtime for PlainRuntime {
         Ok(Box::new(PlainInstance {
             addr,
             pid,
+            isolated: self.isolated,
             home: if self.isolated {
                 "/home/user".into()
             } else {
@@ -313,6 +325,25 @@ impl Runtime for PlainRuntime {
             },
             child: tokio::sync::Mutex::new(child),
         }))
+    }
+}
+
+/// The `--network` of an isolated sandbox: `internet` when it may reach the internet and this
+/// machine has a NAT helper (slirp4netns or pasta), else `none` (loopback only; said once in
+/// the log when internet access was asked for but cannot be given).
+fn isolated_network(allow_internet_access: bool) -> &'static str {
+    static NO_NAT: std::sync::Once = std::sync::Once::new();
+    if !allow_internet_access {
+        return "none";
+    }
+    match e2b_isolation::probe().check(e2b_isolation::Network::Internet) {
+        Ok(()) => "internet",
+        Err(e) => {
+            NO_NAT.call_once(|| {
+                tracing::warn!("isolated sandboxes get no internet access: {e}");
+            });
+            "none"
+        }
     }
 }
 
@@ -327,6 +358,7 @@ fn parse_url_addr(line: &str) -> Option<SocketAddr> {
 struct PlainInstance {
     addr: SocketAddr,
     pid: i32,
+    isolated: bool,
     home: String,
     child: tokio::sync::Mutex<Child>,
 }
@@ -348,6 +380,16 @@ impl PlainInstance {
 
 #[async_trait]
 impl Instance for PlainInstance {
+    fn netns_pid(&self) -> Option<i32> {
+        if !self.isolated || self.pid <= 0 {
+            return None;
+        }
+        let own = std::fs::read_link("/proc/self/ns/net").ok()?;
+        crate::proctree::descendants(self.pid)
+            .into_iter()
+            .find(|p| std::fs::read_link(format!("/proc/{p}/ns/net")).is_ok_and(|ns| ns != own))
+    }
+
     fn envd_addr(&self) -> SocketAddr {
         self.addr
     }

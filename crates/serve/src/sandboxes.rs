@@ -387,6 +387,21 @@ impl Registry {
         }
     }
 
+    /// A process in running sandbox `id`'s own network namespace (`Some(None)`: it shares the
+    /// machine's network; `None`: no such running sandbox).
+    pub(crate) fn netns_of(&self, id: &str) -> Option<Option<i32>> {
+        let s = self.get(id)?;
+        if s.view().state != State::Running {
+            return None;
+        }
+        Some(s.instance.netns_pid())
+    }
+
+    /// Whether `port` is the loopback port of some sandbox's envd.
+    pub(crate) fn is_envd_port(&self, port: u16) -> bool {
+        lock(&self.map).values().any(|s| s.envd_addr.port() == port)
+    }
+
     /// The running sandbox whose token signed this `/files` URL.
     pub(crate) fn route_signed(
         &self,
@@ -450,6 +465,7 @@ impl Registry {
             .spawn(SandboxSpec {
                 id: id.clone(),
                 dir: dir.clone(),
+                allow_internet_access: req.allow_internet_access.unwrap_or(true),
             })
             .await
             .map_err(|e| {

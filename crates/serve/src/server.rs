@@ -141,7 +141,8 @@ impl Serve {
             let _ = axum::serve(api_listener, router).await;
         }));
         tasks.push(tokio::spawn(
-            Edge::new(registry.clone()).serve(edge_listener),
+            Edge::new(registry.clone(), &[api_local.port(), edge_local.port()])
+                .serve(edge_listener),
         ));
         let r = registry.clone();
         tasks.push(tokio::spawn(async move {

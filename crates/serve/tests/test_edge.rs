@@ -59,15 +59,17 @@ async fn routes_by_header_host_and_signature() {
         .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.text().await.unwrap(), "hello edge");
-    // Another port on the same host is not served.
+    // A port nothing listens on: E2B's "port is not open" 502.
+    let closed = free_port();
     let resp = env
         .http
         .get(format!("{edge}/"))
-        .header("Host", format!("8080-{}.e2b.local", id(&a)))
+        .header("Host", format!("{closed}-{}.e2b.local", id(&a)))
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 502);
+    assert!(resp.text().await.unwrap().contains("is not open"));
 
     // Signed URL, no header and no token: found by its signature (with and without expiry).
     let sig = sign(&path, "read", "", token_a, None);
@@ -155,5 +157,172 @@ async fn routes_by_header_host_and_signature() {
     assert_eq!(std::fs::metadata(&up).unwrap().len(), 3 * 1024 * 1024);
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_file(&up);
+    env.serve.shutdown().await;
+}
+
+/// An h2c connection is bound to the sandbox of its first request (the edge relays it to that
+/// envd byte for byte): a later request on it for another sandbox, for a port, or for no
+/// sandbox gets E2B's 502 with a message saying so, and the connection keeps serving its own
+/// sandbox afterwards (flow control stays balanced across refused uploads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_connection_is_bound_to_its_first_sandbox() {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt as _, Full};
+
+    let env = start().await;
+    let a = env.create(json!({})).await;
+    let b = env.create(json!({})).await;
+    let edge = env.serve.edge_url();
+    // One h2c connection (prior knowledge), as our Rust client opens per sandbox.
+    let client: hyper_util::client::legacy::Client<_, Full<Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .http2_only(true)
+            .pool_max_idle_per_host(1)
+            .build_http();
+    let send = |id: Option<String>, port: Option<&str>, body: Vec<u8>| {
+        let mut req = http::Request::builder()
+            .method(if body.is_empty() { "GET" } else { "POST" })
+            .uri(format!(
+                "{edge}/{}",
+                if body.is_empty() {
+                    "health"
+                } else {
+                    "files?path=/tmp/x"
+                }
+            ));
+        if let Some(id) = id {
+            req = req.header("e2b-sandbox-id", id);
+        }
+        if let Some(p) = port {
+            req = req.header("e2b-sandbox-port", p);
+        }
+        let req = req.body(Full::new(Bytes::from(body))).unwrap();
+        let client = client.clone();
+        async move {
+            let resp =
+                tokio::time::timeout(std::time::Duration::from_secs(30), client.request(req))
+                    .await
+                    .expect("the edge answers (hang guard)")
+                    .unwrap();
+            let status = resp.status().as_u16();
+            let body = resp.into_body().collect().await.unwrap().to_bytes();
+            (status, String::from_utf8_lossy(&body).into_owned())
+        }
+    };
+    assert_eq!(send(Some(id(&a)), None, vec![]).await.0, 204);
+    let (status, body) = send(Some(id(&b)), None, vec![]).await;
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("bound to sandbox"), "{body}");
+    assert!(body.contains(&id(&b)), "{body}");
+    let (status, body) = send(Some(id(&a)), Some("8080"), vec![]).await;
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("port 8080"), "{body}");
+    let (status, body) = send(None, None, vec![]).await;
+    assert_eq!(status, 502, "{body}");
+    // Refused uploads: their DATA is dropped and credited back; the connection still serves a.
+    for _ in 0..4 {
+        let (status, body) = send(Some(id(&b)), None, vec![1u8; 4 << 20]).await;
+        assert_eq!(status, 502, "{body}");
+    }
+    assert_eq!(send(Some(id(&a)), None, vec![]).await.0, 204);
+    // A paused sandbox: its bound connection answers 502 for new requests.
+    let (status, _) = env
+        .post(&format!("/sandboxes/{}/pause", id(&a)), json!({}))
+        .await;
+    assert_eq!(status, 204);
+    let (status, body) = send(Some(id(&a)), None, vec![]).await;
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("not found"), "{body}");
+    // Other sandboxes on their own connections are unaffected.
+    assert_eq!(env.health(&id(&b)).await, 204);
+    env.serve.shutdown().await;
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// User ports: `Host: <port>-<id>.<domain>` (as the SDKs' `get_host(port)`) and the
+/// `E2b-Sandbox-Port` header reach a server started inside the sandbox; `e2b serve`'s own
+/// ports and the sandboxes' envd ports are never reachable that way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_ports_reach_a_server_in_the_sandbox() {
+    let env = start().await;
+    let a = env.create(json!({})).await;
+    let port = free_port();
+    let cmds = env.commands(&a, e2b_commands::Transport::Grpc);
+    cmds.run(
+        "mkdir -p site && echo served-from-the-sandbox > site/index.html",
+        e2b_commands::CommandOptions::new(),
+    )
+    .await
+    .unwrap();
+    let _server = cmds
+        .start_streaming(
+            e2b_commands::CommandLine::shell(format!(
+                "exec python3 -m http.server {port} --bind 127.0.0.1 --directory site"
+            )),
+            e2b_commands::CommandOptions::new().retain_output(false),
+        )
+        .await
+        .unwrap();
+    let edge = env.serve.edge_url();
+    let host = format!("{port}-{}.localhost", id(&a));
+    let mut body = String::new();
+    for _ in 0..100 {
+        let resp = env
+            .http
+            .get(format!("{edge}/index.html"))
+            .header("Host", &host)
+            .send()
+            .await
+            .unwrap();
+        if resp.status() == 200 {
+            body = resp.text().await.unwrap();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        body, "served-from-the-sandbox\n",
+        "the server in the sandbox answered"
+    );
+    // The header form (E2b-Sandbox-Id + E2b-Sandbox-Port), as E2B's shared host uses.
+    let resp = env
+        .http
+        .get(format!("{edge}/index.html"))
+        .header("E2b-Sandbox-Id", id(&a))
+        .header("E2b-Sandbox-Port", port.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // e2b serve's own ports and envd's port are refused.
+    let api_port = env.serve.api_addr().port();
+    let envd_port = env.serve.envd_addr(&id(&a)).unwrap().port();
+    for p in [api_port, envd_port] {
+        let resp = env
+            .http
+            .get(format!("{edge}/health"))
+            .header("Host", format!("{p}-{}.localhost", id(&a)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 502, "port {p} must not be reachable");
+        assert!(resp.text().await.unwrap().contains("not served"));
+    }
+    // An unknown sandbox: 502 not found.
+    let resp = env
+        .http
+        .get(format!("{edge}/"))
+        .header("Host", format!("{port}-nosuchsandbox.localhost"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 502);
     env.serve.shutdown().await;
 }

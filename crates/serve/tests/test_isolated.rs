@@ -80,3 +80,139 @@ async fn isolated_sandboxes_see_only_themselves() {
     );
     env.serve.shutdown().await;
 }
+
+/// `allow_internet_access` picks the isolated sandbox's network: `false` → loopback only (no
+/// interface but `lo`, no route), `true` → a user-mode NAT helper runs for it and it has a
+/// default route. Nothing is sent outside: only the routing tables are read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_internet_access_maps_to_the_sandbox_network() {
+    if let Err(e) = e2b_isolation::probe().check(e2b_isolation::Network::Internet) {
+        panic!("missing: a NAT helper for isolated sandboxes with internet access ({e})");
+    }
+    let env = start_isolated().await;
+    let offline = env.create(json!({"allow_internet_access": false})).await;
+    let online = env.create(json!({"allow_internet_access": true})).await;
+    assert!(
+        nat_helpers_of(&id(&offline)).is_empty(),
+        "no NAT helper for an offline sandbox"
+    );
+    assert!(
+        !nat_helpers_of(&id(&online)).is_empty(),
+        "a NAT helper runs for the online sandbox"
+    );
+    let script = "awk -F: 'NR>2 {gsub(/ /, \"\", $1); printf \"%s \", $1}' /proc/net/dev; echo; awk 'NR>1 && $2==\"00000000\"' /proc/net/route | wc -l";
+    let out = env
+        .commands(&offline, Transport::Grpc)
+        .run(script, CommandOptions::new())
+        .await
+        .unwrap();
+    let lines: Vec<&str> = out.stdout.lines().map(str::trim).collect();
+    assert_eq!(
+        lines,
+        ["lo", "0"],
+        "offline: loopback only ({})",
+        out.stderr
+    );
+    let out = env
+        .commands(&online, Transport::Grpc)
+        .run(script, CommandOptions::new())
+        .await
+        .unwrap();
+    let lines: Vec<&str> = out.stdout.lines().map(str::trim).collect();
+    assert_eq!(lines.len(), 2, "{}", out.stdout);
+    assert!(
+        lines[0].split(' ').any(|i| i != "lo"),
+        "online: an interface besides lo: {}",
+        lines[0]
+    );
+    assert_eq!(lines[1], "1", "online: a default route");
+    let online_helpers = nat_helpers_of(&id(&online));
+    let (status, _) = env.delete(&format!("/sandboxes/{}", id(&online))).await;
+    assert_eq!(status, 204);
+    assert!(
+        eventually(Duration::from_secs(10), || pids_with("slirp4netns")
+            .into_iter()
+            .chain(pids_with("pasta"))
+            .all(|p| !online_helpers.contains(&p)))
+        .await,
+        "the NAT helper ends with its sandbox"
+    );
+    env.serve.shutdown().await;
+}
+
+/// NAT helper processes (slirp4netns, pasta) started for sandbox `id` (descendants of its envd).
+fn nat_helpers_of(id: &str) -> Vec<i32> {
+    let envd = pids_with(&format!("--sandbox-id {id}"));
+    let parent = |pid: i32| -> Option<i32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit(')')
+            .next()?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    pids_with("slirp4netns")
+        .into_iter()
+        .chain(pids_with("pasta"))
+        .filter(|&p| {
+            let mut cur = p;
+            for _ in 0..32 {
+                match parent(cur) {
+                    Some(pp) if envd.contains(&pp) => return true,
+                    Some(pp) if pp > 1 => cur = pp,
+                    _ => return false,
+                }
+            }
+            false
+        })
+        .collect()
+}
+
+/// A server an isolated sandbox starts on its own loopback is reached through the edge with
+/// `Host: <port>-<id>.<domain>` (the edge connects inside the sandbox's network namespace);
+/// the machine's loopback is not what it reaches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_ports_reach_inside_an_isolated_sandbox() {
+    let env = start_isolated().await;
+    let a = env.create(json!({"allow_internet_access": false})).await;
+    let cmds = env.commands(&a, Transport::Grpc);
+    cmds.run(
+        "mkdir -p site && echo inside-the-namespace > site/index.html",
+        CommandOptions::new(),
+    )
+    .await
+    .unwrap();
+    // The same port on the machine's loopback serves something else.
+    let decoy = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = decoy.local_addr().unwrap().port();
+    let _server = cmds
+        .start_streaming(
+            e2b_commands::CommandLine::shell(format!(
+                "exec python3 -m http.server {port} --bind 127.0.0.1 --directory site"
+            )),
+            CommandOptions::new().retain_output(false),
+        )
+        .await
+        .unwrap();
+    let url = format!("{}/index.html", env.serve.edge_url());
+    let host = format!("{port}-{}.localhost", id(&a));
+    let mut body = String::new();
+    for _ in 0..100 {
+        let resp = env
+            .http
+            .get(&url)
+            .header("Host", &host)
+            .send()
+            .await
+            .unwrap();
+        if resp.status() == 200 {
+            body = resp.text().await.unwrap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(body, "inside-the-namespace\n");
+    drop(decoy);
+    env.serve.shutdown().await;
+}

@@ -9,30 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use e2b_commands::{CommandOptions, Transport};
+use e2b_commands::Transport;
 use serde_json::json;
-
-/// Starts a plain process and a detached (setsid, reparented) one, both named by `marker`.
-async fn spawn_marked(env: &Env, sbx: &serde_json::Value, marker: &str) {
-    let cmds = env.commands(sbx, Transport::GrpcWeb);
-    cmds.run(
-        format!("(setsid bash -c 'exec -a {marker}a sleep 3600' >/dev/null 2>&1 &) ; true"),
-        CommandOptions::new(),
-    )
-    .await
-    .unwrap();
-    cmds.start(
-        format!("exec -a {marker}b sleep 3600"),
-        CommandOptions::new().no_timeout(),
-    )
-    .await
-    .unwrap();
-    assert!(
-        eventually(Duration::from_secs(10), || pids_with(marker).len() >= 2).await,
-        "marked processes did not start: {:?}",
-        pids_with(marker)
-    );
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_leaves_no_process() {
@@ -40,7 +18,7 @@ async fn kill_leaves_no_process() {
     let sbx = env.create(json!({})).await;
     let id = id(&sbx);
     let marker = format!("killmarker{id}");
-    spawn_marked(&env, &sbx, &marker).await;
+    spawn_marked(&env.commands(&sbx, Transport::GrpcWeb), &marker).await;
     let (status, _) = env.delete(&format!("/sandboxes/{id}")).await;
     assert_eq!(status, 204);
     assert!(
@@ -108,28 +86,8 @@ async fn stop_leaves_nothing(signal: nix::sys::signal::Signal, isolation: &str) 
         .await
         .unwrap();
     let id = id(&sbx);
-    // Reuse the helpers with a client pointed at this process's edge.
-    let cmds = {
-        let ep = e2b_commands::EnvdEndpoint::new(edge.clone())
-            .transport(Transport::GrpcWeb)
-            .sandbox_id(id.clone())
-            .access_token(sbx["envdAccessToken"].as_str().unwrap());
-        e2b_commands::Commands::new(e2b_commands::EnvdConnection::new(ep).unwrap())
-    };
     let marker = format!("crashmarker{id}");
-    cmds.run(
-        format!("(setsid bash -c 'exec -a {marker}a sleep 3600' >/dev/null 2>&1 &) ; true"),
-        CommandOptions::new(),
-    )
-    .await
-    .unwrap();
-    cmds.start(
-        format!("exec -a {marker}b sleep 3600"),
-        CommandOptions::new().no_timeout(),
-    )
-    .await
-    .unwrap();
-    assert!(eventually(Duration::from_secs(10), || pids_with(&marker).len() >= 2).await);
+    spawn_marked(&commands_at(&edge, &sbx, Transport::GrpcWeb), &marker).await;
     // The plain runtime's envd names its directory, the isolated one its sandbox id.
     let envd_marker = if isolation == "plain" {
         dir.path().to_string_lossy().to_string()

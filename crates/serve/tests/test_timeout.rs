@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use e2b_commands::{CommandOptions, Transport};
+use e2b_commands::Transport;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -15,20 +15,7 @@ async fn expiry_kills_the_sandbox_and_its_processes() {
     let sbx = env.create(json!({"timeout": 30})).await;
     let id = common::id(&sbx);
     let marker = format!("expirymarker{id}");
-    let cmds = env.commands(&sbx, Transport::GrpcWeb);
-    cmds.run(
-        format!("(setsid bash -c 'exec -a {marker}a sleep 3600' >/dev/null 2>&1 &) ; true"),
-        CommandOptions::new(),
-    )
-    .await
-    .unwrap();
-    cmds.start(
-        format!("exec -a {marker}b sleep 3600"),
-        CommandOptions::new().no_timeout(),
-    )
-    .await
-    .unwrap();
-    assert!(eventually(Duration::from_secs(10), || pids_with(&marker).len() >= 2).await);
+    spawn_marked(&env.commands(&sbx, Transport::GrpcWeb), &marker).await;
     // Shorten to 1 s: the sandbox is gone shortly after.
     let (status, _) = env
         .post(&format!("/sandboxes/{id}/timeout"), json!({"timeout": 1}))

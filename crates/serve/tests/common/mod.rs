@@ -118,13 +118,7 @@ impl Env {
 
     /// `Commands` for a sandbox, through the edge port.
     pub fn commands(&self, sandbox: &Value, transport: Transport) -> Commands {
-        let mut ep = EnvdEndpoint::new(self.serve.edge_url())
-            .transport(transport)
-            .sandbox_id(sandbox["sandboxID"].as_str().unwrap());
-        if let Some(t) = sandbox["envdAccessToken"].as_str() {
-            ep = ep.access_token(t);
-        }
-        Commands::new(EnvdConnection::new(ep).unwrap())
+        commands_at(&self.serve.edge_url(), sandbox, transport)
     }
 
     /// `GET /health` of a sandbox's envd through the edge.
@@ -138,6 +132,39 @@ impl Env {
             .status()
             .as_u16()
     }
+}
+
+/// `Commands` for a sandbox (a create answer) through the edge at `edge`.
+pub fn commands_at(edge: &str, sandbox: &Value, transport: Transport) -> Commands {
+    let mut ep = EnvdEndpoint::new(edge.to_string())
+        .transport(transport)
+        .sandbox_id(sandbox["sandboxID"].as_str().unwrap());
+    if let Some(t) = sandbox["envdAccessToken"].as_str() {
+        ep = ep.access_token(t);
+    }
+    Commands::new(EnvdConnection::new(ep).unwrap())
+}
+
+/// Starts a plain process and a detached (setsid, reparented) one, both named by `marker`,
+/// and waits until both run.
+pub async fn spawn_marked(cmds: &Commands, marker: &str) {
+    cmds.run(
+        format!("(setsid bash -c 'exec -a {marker}a sleep 3600' >/dev/null 2>&1 &) ; true"),
+        e2b_commands::CommandOptions::new(),
+    )
+    .await
+    .unwrap();
+    cmds.start(
+        format!("exec -a {marker}b sleep 3600"),
+        e2b_commands::CommandOptions::new().no_timeout(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || pids_with(marker).len() >= 2).await,
+        "marked processes did not start: {:?}",
+        pids_with(marker)
+    );
 }
 
 pub fn id(sandbox: &Value) -> String {
