@@ -160,7 +160,7 @@ fn find_envd_bin(explicit: Option<&Path>) -> Result<(PathBuf, Vec<&'static str>)
             let pre = prefix(&p);
             Ok((p, pre))
         } else {
-            Err(SandboxError::Local(format!(
+            Err(SandboxError::Isolated(format!(
                 "the envd binary {} does not exist (E2B_ENVD_BIN or LocalOptions::envd_bin)",
                 p.display()
             )))
@@ -183,7 +183,7 @@ fn find_envd_bin(explicit: Option<&Path>) -> Result<(PathBuf, Vec<&'static str>)
         .find(|p| p.is_file())
         .map(|p| (p, Vec::new()))
         .ok_or_else(|| {
-            SandboxError::Local(
+            SandboxError::Isolated(
                 "an isolated local sandbox needs the e2b-envd binary: set E2B_ENVD_BIN, put it \
                  next to this program or on PATH (cargo install e2b-envd), or use \
                  Sandbox::local() without isolation"
@@ -211,7 +211,7 @@ impl std::fmt::Debug for IsolatedDaemon {
 impl IsolatedDaemon {
     pub(crate) async fn start(opts: &LocalOptions) -> Result<Self, SandboxError> {
         e2b_envd::EnvdArgs::check_isolation("none")
-            .map_err(|e| SandboxError::Local(format!("isolation: {e}")))?;
+            .map_err(|e| SandboxError::Isolated(format!("isolation: {e}")))?;
         let (bin, prefix) = find_envd_bin(opts.envd_bin.as_deref())?;
         let token = random_token();
         let mut extra = vec!["--network".to_string(), "none".to_string()];
@@ -224,8 +224,8 @@ impl IsolatedDaemon {
             e2b_envd::EnvdArgs::spawn_isolated_with_env(&bin, &prefix, &extra, &env)
         })
         .await
-        .map_err(|e| SandboxError::Local(format!("start the isolated daemon: {e}")))?
-        .map_err(|e| SandboxError::Local(format!("isolation: {e}")))?;
+        .map_err(|e| SandboxError::Isolated(format!("start the isolated daemon: {e}")))?
+        .map_err(|e| SandboxError::Isolated(format!("isolation: {e}")))?;
         Ok(Self {
             child: Some(child),
             url,

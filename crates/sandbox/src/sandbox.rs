@@ -74,7 +74,7 @@ impl Sandbox {
     ///
     /// # Errors
     ///
-    /// [`SandboxError::Local`] naming what is missing (root, user namespaces, the binary) or
+    /// [`SandboxError::Isolated`] naming what is missing (root, user namespaces, the binary) or
     /// why the daemon did not start. Never falls back to an unisolated sandbox.
     #[cfg(feature = "local")]
     pub async fn local_isolated() -> Result<Sandbox, SandboxError> {
