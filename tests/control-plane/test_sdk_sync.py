@@ -150,3 +150,34 @@ def test_errors():
         Sandbox.connect("nonexistingsandbox")
     with pytest.raises(SandboxException):
         Sandbox.create(template="no-such-template")
+
+
+def test_get_host_reaches_a_server_in_the_sandbox():
+    """`sandbox.get_host(port)` names `<port>-<id>.<domain>`: with that Host, the edge
+    (E2B_SANDBOX_URL) proxies to the server the sandbox started on that port."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sbx = Sandbox.create(timeout=120)
+    try:
+        sbx.commands.run("mkdir -p site && echo from-get-host > site/index.html")
+        sbx.commands.run(
+            f"python3 -m http.server {port} --bind 127.0.0.1 --directory site", background=True
+        )
+        host = sbx.get_host(port)
+        assert host.startswith(f"{port}-{sbx.sandbox_id}."), host
+        url = os.environ["E2B_SANDBOX_URL"].rstrip("/") + "/index.html"
+        body = None
+        for _ in range(100):
+            try:
+                with urllib.request.urlopen(urllib.request.Request(url, headers={"Host": host}), timeout=10) as r:
+                    body = r.read()
+                    break
+            except urllib.error.HTTPError as e:
+                assert e.code == 502, e
+                time.sleep(0.1)
+        assert body == b"from-get-host\n", body
+    finally:
+        assert sbx.kill() is True

@@ -271,22 +271,9 @@ async fn user_ports_reach_a_server_in_the_sandbox() {
         .await
         .unwrap();
     let edge = env.serve.edge_url();
-    let host = format!("{port}-{}.localhost", id(&a));
-    let mut body = String::new();
-    for _ in 0..100 {
-        let resp = env
-            .http
-            .get(format!("{edge}/index.html"))
-            .header("Host", &host)
-            .send()
-            .await
-            .unwrap();
-        if resp.status() == 200 {
-            body = resp.text().await.unwrap();
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let body = env
+        .fetch_port_page(&format!("{port}-{}.localhost", id(&a)), "/index.html")
+        .await;
     assert_eq!(
         body, "served-from-the-sandbox\n",
         "the server in the sandbox answered"

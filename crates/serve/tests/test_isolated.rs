@@ -195,23 +195,9 @@ async fn user_ports_reach_inside_an_isolated_sandbox() {
         )
         .await
         .unwrap();
-    let url = format!("{}/index.html", env.serve.edge_url());
-    let host = format!("{port}-{}.localhost", id(&a));
-    let mut body = String::new();
-    for _ in 0..100 {
-        let resp = env
-            .http
-            .get(&url)
-            .header("Host", &host)
-            .send()
-            .await
-            .unwrap();
-        if resp.status() == 200 {
-            body = resp.text().await.unwrap();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let body = env
+        .fetch_port_page(&format!("{port}-{}.localhost", id(&a)), "/index.html")
+        .await;
     assert_eq!(body, "inside-the-namespace\n");
     drop(decoy);
     env.serve.shutdown().await;

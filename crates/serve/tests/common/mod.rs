@@ -121,6 +121,26 @@ impl Env {
         commands_at(&self.serve.edge_url(), sandbox, transport)
     }
 
+    /// `GET path` through the edge with `Host: host` (a user port), retried for up to 10 s
+    /// until the server in the sandbox answers 200; its body (empty if it never did).
+    pub async fn fetch_port_page(&self, host: &str, path: &str) -> String {
+        let url = format!("{}{path}", self.serve.edge_url());
+        for _ in 0..100 {
+            let resp = self
+                .http
+                .get(&url)
+                .header("Host", host)
+                .send()
+                .await
+                .unwrap();
+            if resp.status() == 200 {
+                return resp.text().await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        String::new()
+    }
+
     /// `GET /health` of a sandbox's envd through the edge.
     pub async fn health(&self, id: &str) -> u16 {
         self.http
