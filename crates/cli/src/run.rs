@@ -170,6 +170,11 @@ pub async fn exec_server(cmd: crate::args::ExecServerCmd) -> Result<(), String> 
         && isolation_on(&cmd.isolation).map_err(|e| e.to_string())?
     {
         let (url, token) = start_isolated_envd(&cmd.mount_ro).map_err(|e| e.to_string())?;
+        // As `Sandbox::local_isolated()` names it (not the daemon's URL).
+        if args.sandbox_id.is_none() {
+            let port = url.rsplit(':').next().unwrap_or_default();
+            args.sandbox_id = Some(format!("local-isolated-{port}"));
+        }
         args.sandbox = Some(url);
         args.access_token = Some(token);
     }

@@ -259,4 +259,6 @@ fn exec_server_runs_tools_in_an_isolated_sandbox_by_default() {
         Some("user\nhidden"),
         "{result}"
     );
+    let id = result["_meta"]["sandbox_id"].as_str().unwrap_or_default();
+    assert!(id.starts_with("local-isolated-"), "{result}");
 }
