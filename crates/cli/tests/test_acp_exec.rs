@@ -91,6 +91,9 @@ fn exec_server_stdio_runs_commands_in_the_sandbox() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_e2b"))
         .args(["exec-server", "--stdio", "--sandbox-id", "cli-test"])
         .env_remove("E2B_SANDBOX_URL")
+        // with E2B's API configured, `--sandbox-id` on the command line would name an API sandbox
+        .env_remove("E2B_API_KEY")
+        .env_remove("E2B_DEBUG")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
