@@ -10,7 +10,6 @@ use e2b_envd_proto::process::{
     pty,
 };
 use futures::StreamExt as _;
-use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 use crate::error::CommandError;
@@ -28,6 +27,23 @@ use crate::stdin::StdinWriter;
 /// of the output on its way to the callbacks).
 const START_PATH: &str = "/process.Process/Start";
 const CONNECT_PATH: &str = "/process.Process/Connect";
+
+/// A response of a process stream (`Start`, `Connect`): each carries one process event.
+trait ProcessResponse: prost::Message + Default + Send + 'static {
+    fn into_event(self) -> Option<Event>;
+}
+
+impl ProcessResponse for StartResponse {
+    fn into_event(self) -> Option<Event> {
+        self.event.and_then(|e| e.event)
+    }
+}
+
+impl ProcessResponse for ConnectResponse {
+    fn into_event(self) -> Option<Event> {
+        self.event.and_then(|e| e.event)
+    }
+}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -204,19 +220,8 @@ impl Commands {
         }
         let req = self.rpc.connection().request(request, &call)?;
         let request_timeout = opts.request_timeout.unwrap_or(self.rpc.request_timeout());
-        let conn = self.rpc.connection().clone();
         let (pid, events) = self
-            .open(
-                request_timeout,
-                Box::pin(async move {
-                    let stream = conn
-                        .server_streaming::<_, StartResponse>(START_PATH, req)
-                        .await?;
-                    Ok(stream
-                        .map(|r| r.map(|m| m.event.and_then(|e| e.event)))
-                        .boxed())
-                }),
-            )
+            .open::<_, StartResponse>(START_PATH, req, request_timeout)
             .await?;
         Ok(CommandHandle::spawn(
             self.rpc.clone(),
@@ -234,13 +239,25 @@ impl Commands {
     }
 
     /// Opens a Start/Connect stream and reads its start event, all within the request timeout.
-    async fn open(
+    /// Opens a process stream (`Start` or `Connect`) and reads it up to the start event, within
+    /// the request timeout.
+    async fn open<Req, Resp>(
         &self,
+        path: &'static str,
+        req: tonic::Request<Req>,
         request_timeout: Duration,
-        open: BoxFuture<'static, Result<ProcessEvents, tonic::Status>>,
-    ) -> Result<(u32, ProcessEvents), CommandError> {
+    ) -> Result<(u32, ProcessEvents), CommandError>
+    where
+        Req: prost::Message + Send + 'static,
+        Resp: ProcessResponse,
+    {
+        let conn = self.rpc.connection();
         let fut = async {
-            let mut events = open.await.map_err(CommandError::from)?;
+            let stream = conn
+                .server_streaming::<Req, Resp>(path, req)
+                .await
+                .map_err(CommandError::from)?;
+            let mut events: ProcessEvents = stream.map(|r| r.map(Resp::into_event)).boxed();
             loop {
                 match events.next().await {
                     Some(Ok(Some(Event::Start(s)))) => return Ok((s.pid, events)),
@@ -293,20 +310,9 @@ impl Commands {
             },
             &call,
         )?;
-        let conn = self.rpc.connection().clone();
         let request_timeout = opts.request_timeout.unwrap_or(self.rpc.request_timeout());
         let (pid, events) = self
-            .open(
-                request_timeout,
-                Box::pin(async move {
-                    let stream = conn
-                        .server_streaming::<_, ConnectResponse>(CONNECT_PATH, req)
-                        .await?;
-                    Ok(stream
-                        .map(|r| r.map(|m| m.event.and_then(|e| e.event)))
-                        .boxed())
-                }),
-            )
+            .open::<_, ConnectResponse>(CONNECT_PATH, req, request_timeout)
             .await?;
         let retain = opts.retain_output.unwrap_or(true);
         let has_callbacks = opts.on_stdout.is_some() || opts.on_stderr.is_some();
