@@ -1,7 +1,7 @@
 //! `src/models.rs` is generated from `openapi/e2b.yml`; this test fails when the two disagree.
 //!
 //! Regenerate after changing the spec:
-//! `E2B_API_REGENERATE=1 cargo nextest run -p e2b-api --test models_fresh`.
+//! `E2B_API_REGENERATE=1 cargo nextest run -p e2b-api --test test_models_fresh`.
 
 mod codegen;
 
@@ -19,7 +19,7 @@ fn models_match_the_vendored_spec() {
     assert!(
         current == generated,
         "crates/api/src/models.rs is stale: it no longer matches openapi/e2b.yml. Regenerate it with \
-         `E2B_API_REGENERATE=1 cargo nextest run -p e2b-api --test models_fresh` and commit the result."
+         `E2B_API_REGENERATE=1 cargo nextest run -p e2b-api --test test_models_fresh` and commit the result."
     );
 }
 
