@@ -250,6 +250,12 @@ impl AcpTransport {
     /// The next message from the agent (without the line ending). After the stream ends, a
     /// terminal error (for example [`AcpError::MessageTooLarge`]) is returned once, then `None`.
     ///
+    /// # Errors
+    ///
+    /// `Some(Err(..))`, once, with the error that ended reading from the agent:
+    /// [`AcpError::MessageTooLarge`] (the agent was killed), or [`AcpError::Process`] /
+    /// [`AcpError::Sandbox`] when its output stream failed.
+    ///
     /// # Cancel safety
     ///
     /// Cancel-safe: dropping the future never loses a message.
