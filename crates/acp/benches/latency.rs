@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 use e2b::{EnvdConfig, LocalTransport, Sandbox};
 use e2b_acp::{AcpOptions, AcpTransport, CommandLine, LocalProcess};
 
-const FAKE: &str = env!("CARGO_BIN_EXE_fake-acp-agent");
+/// The fake agent (in `e2b-test-support`, built on first use).
+fn fake() -> String {
+    e2b_test_support::fake_acp_agent().display().to_string()
+}
 const WARMUP: usize = 200;
 const ROUNDS: usize = 3000;
 
@@ -50,7 +53,7 @@ async fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let local = match LocalProcess::spawn(FAKE, Vec::<String>::new())
+    let local = match LocalProcess::spawn(&fake(), Vec::<String>::new())
         .and_then(|p| AcpTransport::start(p, &AcpOptions::new()))
     {
         Ok(t) => t,
@@ -75,7 +78,7 @@ async fn main() {
         };
         let sandboxed = match e2b_acp::start_acp_transport(
             sandbox.commands(),
-            CommandLine::exec(FAKE, Vec::<String>::new()),
+            CommandLine::exec(fake(), Vec::<String>::new()),
             AcpOptions::new(),
         )
         .await

@@ -44,7 +44,9 @@ pub struct LineSplitter {
 impl LineSplitter {
     /// A splitter that accepts lines of at most `max_message_bytes` (without the line ending).
     ///
-    /// Fails with [`AcpError::InvalidOptions`] when the limit is zero.
+    /// # Errors
+    ///
+    /// [`AcpError::InvalidOptions`] when the limit is zero.
     pub fn new(max_message_bytes: usize) -> Result<Self, AcpError> {
         validate_limit(max_message_bytes)?;
         Ok(Self {

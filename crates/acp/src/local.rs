@@ -26,6 +26,10 @@ pub struct LocalProcess {
 
 impl LocalProcess {
     /// Start `program` with `args`.
+    ///
+    /// # Errors
+    ///
+    /// [`AcpError::Spawn`] when the process could not be started.
     pub fn spawn<I, S>(program: &str, args: I) -> Result<Self, AcpError>
     where
         I: IntoIterator<Item = S>,
@@ -37,6 +41,10 @@ impl LocalProcess {
     }
 
     /// Start a shell command line with `/bin/sh -c`.
+    ///
+    /// # Errors
+    ///
+    /// [`AcpError::Spawn`] when the process could not be started.
     pub fn spawn_shell(command: &str) -> Result<Self, AcpError> {
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c").arg(command);
@@ -44,6 +52,10 @@ impl LocalProcess {
     }
 
     /// Start a prepared command (stdio and the process group are set here).
+    ///
+    /// # Errors
+    ///
+    /// [`AcpError::Spawn`] when the process could not be started.
     pub fn spawn_command(mut cmd: Command, display: &str) -> Result<Self, AcpError> {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())

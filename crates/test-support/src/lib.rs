@@ -165,3 +165,63 @@ pub mod procfs {
         )
     }
 }
+
+/// The path of the scriptable fake ACP agent (`src/bin/fake-acp-agent.rs` of this crate), built on
+/// first use.
+///
+/// Cargo gives a test `CARGO_BIN_EXE_<name>` only for binaries of its own package, and building
+/// another package's tests does not build this package's binaries. So this looks for the binary in
+/// the target directory of the running test (the parent of its `deps/` directory) and, when it is
+/// missing or older than its source, runs `cargo build -p e2b-test-support --bin fake-acp-agent`
+/// for the same profile and target directory (`$CARGO`, else `cargo` on `PATH`). Concurrent
+/// callers are serialised by cargo's own lock; the answer is cached per process.
+///
+/// # Panics
+///
+/// When the binary cannot be built or located: the message says what failed.
+#[allow(clippy::expect_used, clippy::panic)]
+pub fn fake_acp_agent() -> &'static Path {
+    static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the running test's path");
+        // target/<profile>/deps/<test> or target/<profile>/<example>
+        let mut profile_dir = exe.parent().expect("a directory").to_path_buf();
+        if profile_dir.file_name().is_some_and(|n| n == "deps" || n == "examples") {
+            profile_dir.pop();
+        }
+        let bin = profile_dir.join("fake-acp-agent");
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bin/fake-acp-agent.rs");
+        let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        let fresh = matches!((modified(&bin), modified(&source)), (Some(b), Some(s)) if b >= s);
+        if !fresh {
+            let target_dir = profile_dir.parent().expect("the target directory");
+            let profile = profile_dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("debug");
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+            let mut cmd = std::process::Command::new(&cargo);
+            cmd.args(["build", "-p", "e2b-test-support", "--bin", "fake-acp-agent"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .env("CARGO_TARGET_DIR", target_dir);
+            match profile {
+                "debug" => {}
+                "release" => {
+                    cmd.arg("--release");
+                }
+                other => {
+                    cmd.args(["--profile", other]);
+                }
+            }
+            let status = cmd.status().unwrap_or_else(|e| {
+                panic!("missing: the fake ACP agent; could not run `{cargo} build` to build it: {e}")
+            });
+            assert!(
+                status.success() && bin.exists(),
+                "missing: the fake ACP agent at {}; `{cargo} build -p e2b-test-support --bin fake-acp-agent` failed ({status})",
+                bin.display()
+            );
+        }
+        bin
+    })
+}

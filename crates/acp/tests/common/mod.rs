@@ -11,10 +11,15 @@ use std::time::Duration;
 use e2b_acp::{AcpOptions, AcpTransport, LocalProcess};
 use serde_json::{Value, json};
 
-pub const FAKE: &str = env!("CARGO_BIN_EXE_fake-acp-agent");
+/// The fake ACP agent (in `e2b-test-support`, built on first use).
+pub fn fake() -> &'static str {
+    e2b_test_support::fake_acp_agent()
+        .to_str()
+        .expect("a UTF-8 path to the fake agent")
+}
 
 pub fn start(args: &[&str], opts: AcpOptions) -> AcpTransport {
-    let p = LocalProcess::spawn(FAKE, args).expect("spawn fake agent");
+    let p = LocalProcess::spawn(fake(), args).expect("spawn fake agent");
     AcpTransport::start(p, &opts).expect("start transport")
 }
 

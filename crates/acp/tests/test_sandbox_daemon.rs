@@ -12,7 +12,7 @@ use agent_client_protocol::v1::schema::{
     ClientCapabilities, ContentBlock, FileSystemCapabilities, InitializeRequest, NewSessionRequest,
     PromptRequest, StopReason, TextContent,
 };
-use common::{FAKE, alive, eventually_dead, received, recv_json, request};
+use common::{alive, eventually_dead, fake, received, recv_json, request};
 use e2b_acp::{AcpError, AcpOptions, AcpTransport, CommandLine, Commands, Direction};
 use e2b_commands::{EnvdConnection, EnvdEndpoint};
 use serde_json::{Value, json};
@@ -30,7 +30,7 @@ async fn sandbox() -> (e2b_test_support::TestEnvd, Commands) {
 async fn start(c: &Commands, args: &[&str], opts: AcpOptions) -> AcpTransport {
     e2b_acp::start_acp_transport(
         c,
-        CommandLine::exec(FAKE, args.iter().map(|s| s.to_string())),
+        CommandLine::exec(fake(), args.iter().map(|s| s.to_string())),
         opts,
     )
     .await
@@ -203,7 +203,7 @@ async fn official_client_full_cycle_through_the_daemon() {
     let (_envd, c) = sandbox().await;
     let agent = e2b_acp::connect_acp_agent(
         &c,
-        CommandLine::exec(FAKE, Vec::<String>::new()),
+        CommandLine::exec(fake(), Vec::<String>::new()),
         Client.v1().name("sandbox-test"),
         AcpOptions::new(),
     )
@@ -248,7 +248,7 @@ async fn through_the_e2b_facade_sandbox_local() {
     let sandbox = e2b::Sandbox::local().await.unwrap();
     let agent = e2b_acp::connect_acp_agent(
         &sandbox,
-        CommandLine::exec(FAKE, Vec::<String>::new()),
+        CommandLine::exec(fake(), Vec::<String>::new()),
         Client.v1(),
         AcpOptions::new(),
     )

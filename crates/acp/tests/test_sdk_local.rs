@@ -15,7 +15,7 @@ use agent_client_protocol::v1::schema::{
     TextContent, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::{Client, on_receive_notification, on_receive_request};
-use common::FAKE;
+use common::fake;
 use e2b_acp::{AcpAgent, AcpError, AcpOptions, LocalProcess};
 
 #[derive(Default)]
@@ -57,7 +57,7 @@ async fn connect(args: &[&str], opts: AcpOptions, c: Arc<Counters>) -> AcpAgent 
             },
             on_receive_request!(),
         );
-    let p = LocalProcess::spawn(FAKE, args).unwrap();
+    let p = LocalProcess::spawn(fake(), args).unwrap();
     AcpAgent::connect(p, client, opts).await.unwrap()
 }
 
@@ -260,7 +260,7 @@ async fn out_of_order_responses_are_routed() {
 // the transport, and so the agent, alive).
 #[tokio::test]
 async fn dropping_connect_mid_start_kills_the_agent() {
-    let p = LocalProcess::spawn(FAKE, &[] as &[&str]).unwrap();
+    let p = LocalProcess::spawn(fake(), &[] as &[&str]).unwrap();
     let pid = e2b_acp::AgentProcess::pid(&p);
     let fut = AcpAgent::connect(p, Client.v1(), AcpOptions::new());
     let mut fut = Box::pin(fut);
@@ -317,7 +317,7 @@ async fn a_paused_client_pauses_the_agent_and_loses_nothing() {
     );
     let rss_before = rss_kib();
     let flood = format!(r#"[{{"flood":{{"count":{COUNT},"size":{SIZE}}}}}]"#);
-    let p = LocalProcess::spawn(FAKE, ["--actions", flood.as_str()]).unwrap();
+    let p = LocalProcess::spawn(fake(), ["--actions", flood.as_str()]).unwrap();
     let opts = AcpOptions::new().read_queue_bytes(1024 * 1024);
     let agent = AcpAgent::connect(p, client, opts).await.unwrap();
 

@@ -15,7 +15,7 @@ use agent_client_protocol::v1::schema::{
     PromptRequest, ReadTextFileRequest, ReadTextFileResponse, StopReason, TextContent,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client, on_receive_request};
-use common::FAKE;
+use common::fake;
 use e2b_acp::{AcpOptions, AcpTransport, LocalProcess, run_bridge};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
@@ -24,7 +24,7 @@ async fn rust_client_through_the_bridge() {
     let (client_io, bridge_io) = tokio::io::duplex(64 * 1024);
     let (bridge_in, bridge_out) = tokio::io::split(bridge_io);
     let transport = AcpTransport::start(
-        LocalProcess::spawn(FAKE, Vec::<String>::new()).unwrap(),
+        LocalProcess::spawn(fake(), Vec::<String>::new()).unwrap(),
         &AcpOptions::new(),
     )
     .unwrap();
@@ -94,7 +94,7 @@ async fn rust_client_through_the_bridge() {
 async fn bridge_returns_when_the_agent_exits() {
     let (client_io, bridge_io) = tokio::io::duplex(1024);
     let (bridge_in, bridge_out) = tokio::io::split(bridge_io);
-    let p = LocalProcess::spawn(FAKE, ["--actions", r#"[{"exit":2}]"#]).unwrap();
+    let p = LocalProcess::spawn(fake(), ["--actions", r#"[{"exit":2}]"#]).unwrap();
     let transport = AcpTransport::start(p, &AcpOptions::new()).unwrap();
     let r = tokio::time::timeout(
         Duration::from_secs(5),
@@ -116,7 +116,7 @@ async fn bridge_returns_when_the_agent_exits() {
 async fn bridge_kills_an_agent_that_ignores_eof_and_returns() {
     let (client_io, bridge_io) = tokio::io::duplex(1024);
     let (bridge_in, bridge_out) = tokio::io::split(bridge_io);
-    let p = LocalProcess::spawn(FAKE, ["--ignore-eof"]).unwrap();
+    let p = LocalProcess::spawn(fake(), ["--ignore-eof"]).unwrap();
     let transport = AcpTransport::start(p, &AcpOptions::new()).unwrap();
     let pid = transport.pid();
     let bridge = tokio::spawn(run_bridge(

@@ -5,13 +5,11 @@
 //! tail, optional callback) and one exit watcher.
 
 use std::collections::VecDeque;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use futures::{FutureExt as _, StreamExt};
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -19,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{AcpError, Direction};
 use crate::filter;
 use crate::framing::LineSplitter;
-use crate::options::{AcpOptions, MAX_QUEUED_REPLIES, MAX_QUEUED_REPLY_BYTES, StderrCallback};
+use crate::options::{AcpOptions, MAX_QUEUED_REPLIES, MAX_QUEUED_REPLY_BYTES};
 use crate::process::{AgentProcess, ByteStream, ProcessExit};
 
 /// How an agent ended, as reported by [`AcpTransport::wait`].
@@ -41,34 +39,13 @@ impl AgentExit {
     }
 }
 
-enum WriteCmd {
-    Line(Bytes, Option<OwnedSemaphorePermit>),
-    Eof(oneshot::Sender<Result<(), AcpError>>),
-}
+mod reader;
+mod stderr;
+mod writer;
 
-/// Largest write the writer assembles from queued lines (one `write_stdin` call).
-const MAX_WRITE_BATCH: usize = 256 * 1024;
-
-struct Tail {
-    buf: VecDeque<u8>,
-    cap: usize,
-}
-
-impl Tail {
-    fn push(&mut self, chunk: &[u8]) {
-        if self.cap == 0 {
-            return;
-        }
-        let chunk = if chunk.len() > self.cap {
-            &chunk[chunk.len() - self.cap..]
-        } else {
-            chunk
-        };
-        let excess = (self.buf.len() + chunk.len()).saturating_sub(self.cap);
-        self.buf.drain(..excess);
-        self.buf.extend(chunk);
-    }
-}
+use reader::read_loop;
+use stderr::{Tail, stderr_loop};
+use writer::{WriteCmd, write_loop};
 
 pub(crate) struct Shared {
     process: Arc<dyn AgentProcess>,
@@ -249,6 +226,12 @@ impl AcpTransport {
 
     /// The next message from the agent (without the line ending). After the stream ends, a
     /// terminal error (for example [`AcpError::MessageTooLarge`]) is returned once, then `None`.
+    ///
+    /// # Errors
+    ///
+    /// `Some(Err(..))`, once, with the error that ended reading from the agent:
+    /// [`AcpError::MessageTooLarge`] (the agent was killed), or [`AcpError::Process`] /
+    /// [`AcpError::Sandbox`] when its output stream failed.
     ///
     /// # Cancel safety
     ///
@@ -634,243 +617,5 @@ impl Shared {
                 tracing::warn!(error = %e, "could not kill the agent after an oversized message");
             }
         });
-    }
-}
-
-async fn read_loop(
-    shared: Arc<Shared>,
-    mut stdout: ByteStream,
-    read_tx: mpsc::Sender<Queued>,
-    mut splitter: LineSplitter,
-) {
-    let mut read_tx = Some(read_tx);
-    loop {
-        let item = tokio::select! {
-            biased;
-            _ = shared.halt_reads.cancelled(), if read_tx.is_some() => {
-                read_tx = None;
-                continue;
-            }
-            item = stdout.next() => item,
-        };
-        let Some(item) = item else { break };
-        let chunk = match item {
-            Ok(c) => c,
-            Err(e) => {
-                shared.output_failed.store(true, Ordering::Release);
-                if read_tx.is_some() {
-                    shared.set_error(e);
-                }
-                break;
-            }
-        };
-        if read_tx.is_none() {
-            continue; // stopped: keep draining so the process can end
-        }
-        splitter.push_bytes(chunk);
-        while let Some(r) = splitter.next_line() {
-            match r {
-                Ok(line) => {
-                    if !deliver(&shared, &mut read_tx, line).await {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "the agent sent an oversized message; killing it");
-                    shared.set_error(e);
-                    read_tx = None;
-                    shared.kill_for_error();
-                    break;
-                }
-            }
-        }
-    }
-    if read_tx.is_some() {
-        match splitter.finish() {
-            Some(Ok(line)) => {
-                deliver(&shared, &mut read_tx, line).await;
-            }
-            Some(Err(e)) => shared.set_error(e),
-            None => {}
-        }
-    }
-}
-
-/// Filter one line and forward it; false when forwarding has ended.
-async fn deliver(shared: &Shared, read_tx: &mut Option<mpsc::Sender<Queued>>, line: Bytes) -> bool {
-    let verdict = filter::inspect_agent_line(&line);
-    for reply in verdict.replies {
-        shared.reply(reply);
-    }
-    let Some(fwd) = verdict.forward else {
-        return true;
-    };
-    let Some(tx) = read_tx.as_ref() else {
-        return false;
-    };
-    // The byte budget first (a message larger than the whole budget takes all of it and passes
-    // alone), then a slot in the queue; kill and stop release both waits.
-    let cost = u32::try_from(fwd.len())
-        .unwrap_or(u32::MAX)
-        .clamp(1, shared.read_bytes_max);
-    let sent = tokio::select! {
-        biased;
-        _ = shared.halt_reads.cancelled() => false,
-        r = async {
-            let budget = shared.read_bytes.clone().acquire_many_owned(cost).await.ok()?;
-            tx.send((fwd, budget)).await.ok()
-        } => r.is_some(),
-    };
-    if !sent {
-        *read_tx = None;
-    }
-    sent
-}
-
-async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<WriteCmd>) {
-    loop {
-        let cmd = tokio::select! {
-            biased;
-            _ = shared.halt_writes.cancelled() => break,
-            c = rx.recv() => c,
-        };
-        match cmd {
-            None => break,
-            Some(WriteCmd::Line(first, permit)) => {
-                // Coalesce lines already queued into one write (one RPC for a sandbox agent).
-                // Whole lines only, in queue order; an EOF behind them is handled right after.
-                let mut replies = usize::from(permit.is_none());
-                let mut reply_bytes = if permit.is_none() { first.len() } else { 0 };
-                let mut permits: Vec<OwnedSemaphorePermit> = permit.into_iter().collect();
-                let mut size = first.len();
-                let mut joined: Option<BytesMut> = None;
-                let mut eof = None;
-                while size < MAX_WRITE_BATCH {
-                    match rx.try_recv() {
-                        Ok(WriteCmd::Line(more, p)) => {
-                            let buf = joined.get_or_insert_with(|| {
-                                let mut m = BytesMut::with_capacity(MAX_WRITE_BATCH.min(size * 4));
-                                m.extend_from_slice(&first);
-                                m
-                            });
-                            buf.extend_from_slice(&more);
-                            size += more.len();
-                            match p {
-                                Some(p) => permits.push(p),
-                                None => {
-                                    replies += 1;
-                                    reply_bytes += more.len();
-                                }
-                            }
-                        }
-                        Ok(WriteCmd::Eof(ack)) => {
-                            eof = Some(ack);
-                            break;
-                        }
-                        Err(_) => break,
-                    }
-                }
-                let data = match joined {
-                    Some(m) => m.freeze(),
-                    None => first,
-                };
-                let r = tokio::select! {
-                    biased;
-                    _ = shared.halt_writes.cancelled() => break,
-                    r = shared.process.write_stdin(data) => r,
-                };
-                drop(permits);
-                shared.queued_replies.fetch_sub(replies, Ordering::AcqRel);
-                shared
-                    .queued_reply_bytes
-                    .fetch_sub(reply_bytes, Ordering::AcqRel);
-                if let Err(e) = r {
-                    tracing::debug!(error = %e, "writing to the agent's stdin failed");
-                    *lock(&shared.writer_error) = Some(e.to_string());
-                    break;
-                }
-                if let Some(ack) = eof {
-                    close_stdin(&shared, ack).await;
-                    break;
-                }
-            }
-            Some(WriteCmd::Eof(ack)) => {
-                close_stdin(&shared, ack).await;
-                break;
-            }
-        }
-    }
-    // Later sends fail; pending EOF acks are dropped (the stopper treats that as closed).
-    shared.closing.store(true, Ordering::Release);
-    shared.write_permits.close();
-    rx.close();
-}
-
-async fn close_stdin(shared: &Shared, ack: oneshot::Sender<Result<(), AcpError>>) {
-    let r = tokio::select! {
-        biased;
-        _ = shared.halt_writes.cancelled() => return,
-        r = shared.process.close_stdin() => r,
-    };
-    let _ = ack.send(r);
-}
-
-async fn stderr_loop(
-    mut stderr: ByteStream,
-    tail: Arc<StdMutex<Tail>>,
-    callback: Option<StderrCallback>,
-) {
-    let mut callback_failed = false;
-    while let Some(item) = stderr.next().await {
-        let Ok(chunk) = item else { break };
-        lock(&tail).push(&chunk);
-        if let Some(cb) = callback.as_ref() {
-            let outcome = match cb {
-                StderrCallback::Sync(cb) => {
-                    std::panic::catch_unwind(AssertUnwindSafe(|| cb(&chunk)))
-                }
-                StderrCallback::Async(cb) => {
-                    match std::panic::catch_unwind(AssertUnwindSafe(|| cb(chunk.clone()))) {
-                        Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
-                        Err(p) => Err(p),
-                    }
-                }
-            };
-            match outcome {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    if !callback_failed {
-                        tracing::warn!(error = %e, "the stderr callback failed; the transport carries on");
-                    }
-                    callback_failed = true;
-                }
-                Err(_) => {
-                    if !callback_failed {
-                        tracing::warn!("the stderr callback panicked; the transport carries on");
-                    }
-                    callback_failed = true;
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tail_keeps_the_last_bytes() {
-        let mut t = Tail {
-            buf: VecDeque::new(),
-            cap: 4,
-        };
-        t.push(b"ab");
-        t.push(b"cdef");
-        assert_eq!(t.buf.iter().copied().collect::<Vec<_>>(), b"cdef");
-        t.push(b"0123456789");
-        assert_eq!(t.buf.iter().copied().collect::<Vec<_>>(), b"6789");
-        t.push(b"x");
-        assert_eq!(t.buf.iter().copied().collect::<Vec<_>>(), b"789x");
     }
 }

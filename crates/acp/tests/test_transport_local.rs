@@ -411,7 +411,8 @@ async fn failed_exit_is_reported_by_wait_with_the_stderr_tail() {
 
 #[tokio::test]
 async fn drop_kills_the_whole_process_group() {
-    let cmd = format!("sleep 1000 & echo \"child $!\" >&2; exec {FAKE}");
+    let fake = fake();
+    let cmd = format!("sleep 1000 & echo \"child $!\" >&2; exec {fake}");
     let p = e2b_acp::LocalProcess::spawn_shell(&cmd).unwrap();
     let t = e2b_acp::AcpTransport::start(p, &AcpOptions::new()).unwrap();
     request(&t, 1, "_fake/echo", json!({})).await;
@@ -429,7 +430,7 @@ async fn drop_kills_the_whole_process_group() {
 
 #[tokio::test]
 async fn invalid_options_are_rejected() {
-    let p = e2b_acp::LocalProcess::spawn(FAKE, Vec::<String>::new()).unwrap();
+    let p = e2b_acp::LocalProcess::spawn(fake(), Vec::<String>::new()).unwrap();
     let err = e2b_acp::AcpTransport::start(p, &AcpOptions::new().max_message_bytes(0)).unwrap_err();
     assert!(matches!(err, AcpError::InvalidOptions { .. }));
 }
