@@ -255,7 +255,10 @@ async fn start_during_shutdown_is_unavailable() {
     // killed it: from then on the daemon is shutting down, whatever the machine's load (a
     // fixed sleep here raced the shutdown task on a loaded machine).
     let got = collect(s, |m| m.event).await;
-    assert!(got.end.is_some(), "the shutdown did not end the running command: {got:?}");
+    assert!(
+        got.end.is_some(),
+        "the shutdown did not end the running command: {got:?}"
+    );
     let mut r = tonic::Request::new(bash(&format!("touch {}", marker.display())));
     r.metadata_mut()
         .insert("x-access-token", token.parse().unwrap());
