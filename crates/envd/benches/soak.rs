@@ -23,8 +23,7 @@
 //! counted, not failures.
 //!
 //! ```text
-//! cargo build --release -p e2b-envd --examples
-//! target/release/examples/soak [--secs 90] [--clients 1000] [--rounds 3]
+//! cargo bench -p e2b-envd --bench soak -- [--secs 90] [--clients 1000] [--rounds 3]
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
