@@ -347,10 +347,7 @@ pub(super) async fn upload(
     let stream: BodyStream = if gzip {
         Box::pin(files_io::gunzip(
             raw,
-            GzipLimits {
-                max_output: limits.max_decompressed_bytes,
-                max_ratio: limits.max_gzip_ratio,
-            },
+            GzipLimits::new(limits.max_decompressed_bytes, limits.max_gzip_ratio),
         ))
     } else {
         Box::pin(raw)
