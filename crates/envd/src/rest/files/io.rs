@@ -9,15 +9,12 @@
 //! layer can reuse its receive buffer, see [`FileSink`]) and write each with one `write`.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use e2b_file_io::{FileSink, ReadOptions};
 use futures::{Stream, StreamExt as _};
-use tokio::sync::mpsc;
 
-/// Size of the gzip and gunzip buffers.
-pub(crate) const CHUNK: usize = 256 * 1024;
 /// Size of the reads from disk on plain downloads.
 const READ_CHUNK: usize = 1024 * 1024;
 /// The writer writes uploads in batches of this many bytes. Measured on a 2-core Firecracker
@@ -29,10 +26,6 @@ const READ_CHUNK: usize = 1024 * 1024;
 const WRITE_BATCH: usize = 512 * 1024;
 /// Chunks in flight between a blocking thread and the async side.
 const DEPTH: usize = 4;
-
-fn rx_stream<T: Send + 'static>(rx: mpsc::Receiver<T>) -> impl Stream<Item = T> + Send + 'static {
-    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (v, rx)) })
-}
 
 /// A piece of a download body: bytes sent as they are, or a range of the file.
 pub(crate) use e2b_file_io::Segment;
@@ -65,70 +58,10 @@ where
     )
 }
 
-/// A `Write` that hands its bytes to an async channel in [`CHUNK`]-sized pieces.
-struct ChannelWriter {
-    tx: mpsc::Sender<io::Result<Bytes>>,
-    buf: BytesMut,
-}
-
-impl ChannelWriter {
-    fn send(&mut self) -> io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = self.buf.split().freeze();
-        self.tx
-            .blocking_send(Ok(chunk))
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))
-    }
-}
-
-impl Write for ChannelWriter {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.buf.extend_from_slice(data);
-        if self.buf.len() >= CHUNK {
-            self.send()?;
-        }
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.send()
-    }
-}
-
-/// Streams the whole of `file` gzip-compressed (fast level: the link, not the ratio, matters).
-pub(crate) fn gzip_stream(
-    mut file: File,
-) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
-    let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(DEPTH);
-    tokio::task::spawn_blocking(move || {
-        let writer = ChannelWriter {
-            tx: tx.clone(),
-            buf: BytesMut::with_capacity(CHUNK),
-        };
-        let mut enc = flate2::write::GzEncoder::new(writer, flate2::Compression::fast());
-        let mut buf = vec![0u8; CHUNK];
-        let result = (|| -> io::Result<()> {
-            loop {
-                let n = match file.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(e),
-                };
-                enc.write_all(&buf[..n])?;
-            }
-            let mut w = enc.finish()?;
-            w.flush()
-        })();
-        if let Err(e) = result
-            && e.kind() != io::ErrorKind::BrokenPipe
-        {
-            let _ = tx.blocking_send(Err(e));
-        }
-    });
-    rx_stream(rx)
+/// Streams the whole of `file` gzip-compressed (fast level), read in [`READ_CHUNK`] pieces and
+/// compressed on a blocking thread by [`e2b_file_io::gzip_stream`].
+pub(crate) fn gzip_stream(file: File) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
+    e2b_file_io::gzip_stream(read_stream(file, 0, u64::MAX))
 }
 
 /// Error kind marking a gzip decoding failure (as opposed to a body read failure).
