@@ -4,7 +4,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use crate::config::{DEFAULT_PORT, EnvdConfig, IMPLEMENTED_ENVD_VERSION};
-use crate::error::EnvdError;
+use crate::error::DaemonError;
 use crate::server::Envd;
 
 /// Flags of `e2b-envd` (and `e2b envd`). Flatten it into another clap command with
@@ -117,13 +117,13 @@ impl EnvdArgs {
     ///
     /// # Errors
     ///
-    /// [`EnvdError::Io`] when the child cannot start or prints no URL (its stderr, inherited,
+    /// [`DaemonError::Io`] when the child cannot start or prints no URL (its stderr, inherited,
     /// says why).
     pub fn spawn_isolated(
         program: &std::path::Path,
         prefix: &[&str],
         extra: &[String],
-    ) -> Result<(String, std::process::Child), EnvdError> {
+    ) -> Result<(String, std::process::Child), DaemonError> {
         Self::spawn_isolated_with_env(program, prefix, extra, &[])
     }
 
@@ -140,7 +140,7 @@ impl EnvdArgs {
         prefix: &[&str],
         extra: &[String],
         env: &[(String, String)],
-    ) -> Result<(String, std::process::Child), EnvdError> {
+    ) -> Result<(String, std::process::Child), DaemonError> {
         use std::io::BufRead as _;
         let mut cmd = std::process::Command::new(program);
         cmd.args(prefix)
@@ -171,13 +171,13 @@ impl EnvdArgs {
     ///
     /// # Errors
     ///
-    /// [`EnvdError::Config`] naming the missing feature (and the package or sysctl) and how
+    /// [`DaemonError::Config`] naming the missing feature (and the package or sysctl) and how
     /// to run without isolation.
-    pub fn check_isolation(network: &str) -> Result<(), EnvdError> {
-        let network: e2b_isolation::Network = network.parse().map_err(EnvdError::Config)?;
+    pub fn check_isolation(network: &str) -> Result<(), DaemonError> {
+        let network: e2b_isolation::Network = network.parse().map_err(DaemonError::Config)?;
         e2b_isolation::probe()
             .check(network)
-            .map_err(|e| EnvdError::Config(e.to_string()))
+            .map_err(|e| DaemonError::Config(e.to_string()))
     }
 
     /// The daemon configuration these flags describe.
@@ -206,19 +206,19 @@ impl EnvdArgs {
     ///
     /// # Errors
     ///
-    /// [`EnvdError::Config`] when the token file cannot be read or is empty.
-    pub fn resolve_config(&self) -> Result<EnvdConfig, EnvdError> {
+    /// [`DaemonError::Config`] when the token file cannot be read or is empty.
+    pub fn resolve_config(&self) -> Result<EnvdConfig, DaemonError> {
         let mut config = self.to_config();
         if let Some(path) = &self.access_token_file {
             let text = std::fs::read_to_string(path).map_err(|e| {
-                EnvdError::Config(format!(
+                DaemonError::Config(format!(
                     "cannot read the access token file '{}': {e}",
                     path.display()
                 ))
             })?;
             let token = text.trim();
             if token.is_empty() {
-                return Err(EnvdError::Config(format!(
+                return Err(DaemonError::Config(format!(
                     "the access token file '{}' is empty",
                     path.display()
                 )));
@@ -231,7 +231,7 @@ impl EnvdArgs {
 
 /// Runs the daemon until SIGINT or SIGTERM, printing its URL on stdout once it listens, then
 /// shuts down gracefully (every process group it started is killed and reaped).
-pub async fn run_cli(args: EnvdArgs) -> Result<(), EnvdError> {
+pub async fn run_cli(args: EnvdArgs) -> Result<(), DaemonError> {
     if let Some(fd) = args.listen_fd {
         return run_in_sandbox(args, fd).await;
     }
@@ -239,6 +239,8 @@ pub async fn run_cli(args: EnvdArgs) -> Result<(), EnvdError> {
         return run_isolated(args).await;
     }
     let handle = Envd::start(args.resolve_config()?).await?;
+    // Freed heap memory goes back to the OS once the daemon is idle (see `memory`).
+    let trimmer = crate::memory::spawn_idle_trim();
     println!("{}", handle.url());
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
@@ -248,24 +250,25 @@ pub async fn run_cli(args: EnvdArgs) -> Result<(), EnvdError> {
         _ = term.recv() => {}
     }
     tracing::info!("shutting down");
+    trimmer.abort();
     handle.shutdown().await;
     Ok(())
 }
 
-fn isolation_error(e: impl std::fmt::Display) -> EnvdError {
-    EnvdError::Io(std::io::Error::other(e.to_string()))
+fn isolation_error(e: impl std::fmt::Display) -> DaemonError {
+    DaemonError::Io(std::io::Error::other(e.to_string()))
 }
 
 /// `--isolate`: binds the port on the host, starts the sandbox with this same command line
 /// inside it (the daemon finds the inherited socket in `E2B_ENVD_LISTEN_FD`), prints the URL,
 /// forwards SIGINT/SIGTERM, and exits with the sandbox.
-async fn run_isolated(args: EnvdArgs) -> Result<(), EnvdError> {
+async fn run_isolated(args: EnvdArgs) -> Result<(), DaemonError> {
     use std::os::fd::AsRawFd as _;
-    let network: e2b_isolation::Network = args.network.parse().map_err(EnvdError::Config)?;
-    let template: e2b_isolation::Template = args.template.parse().map_err(EnvdError::Config)?;
+    let network: e2b_isolation::Network = args.network.parse().map_err(DaemonError::Config)?;
+    let template: e2b_isolation::Template = args.template.parse().map_err(DaemonError::Config)?;
     let addr = SocketAddr::new(args.bind, args.port);
     let listener =
-        std::net::TcpListener::bind(addr).map_err(|source| EnvdError::Bind { addr, source })?;
+        std::net::TcpListener::bind(addr).map_err(|source| DaemonError::Bind { addr, source })?;
     let local = listener.local_addr()?;
     let id = args.sandbox_id.clone().unwrap_or_else(|| {
         let nanos = std::time::SystemTime::now()
@@ -282,7 +285,7 @@ async fn run_isolated(args: EnvdArgs) -> Result<(), EnvdError> {
         .with_pids_max(args.pids_max)
         .with_env("E2B_ENVD_LISTEN_FD", listener.as_raw_fd().to_string());
     for m in &args.mount_ro {
-        spec = spec.with_ro_mount(m.parse().map_err(EnvdError::Config)?);
+        spec = spec.with_ro_mount(m.parse().map_err(DaemonError::Config)?);
     }
     // Settings given through the environment reach the daemon inside too.
     for (k, v) in std::env::vars() {
@@ -357,7 +360,7 @@ async fn run_isolated(args: EnvdArgs) -> Result<(), EnvdError> {
 
 /// Inside the sandbox: the daemon listens on the sandbox's own loopback (port 49983, as in an
 /// E2B sandbox) and serves the socket the supervisor bound on the host.
-async fn run_in_sandbox(args: EnvdArgs, fd: i32) -> Result<(), EnvdError> {
+async fn run_in_sandbox(args: EnvdArgs, fd: i32) -> Result<(), DaemonError> {
     use std::os::fd::FromRawFd as _;
     let mut config = args.to_config();
     if config.default_user.is_none() {
@@ -374,7 +377,7 @@ async fn run_in_sandbox(args: EnvdArgs, fd: i32) -> Result<(), EnvdError> {
         listeners.push(
             tokio::net::TcpListener::bind(inner)
                 .await
-                .map_err(|source| EnvdError::Bind {
+                .map_err(|source| DaemonError::Bind {
                     addr: inner,
                     source,
                 })?,
@@ -382,12 +385,15 @@ async fn run_in_sandbox(args: EnvdArgs, fd: i32) -> Result<(), EnvdError> {
     }
     // The same server as on the host: Host/Origin guard, connection limits and timeouts apply.
     let handle = Envd::start_on(listeners, config).await?;
+    // As on the host: freed heap goes back to the OS once the daemon is idle (see `memory`).
+    let trimmer = crate::memory::spawn_idle_trim();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
     tracing::info!("shutting down");
+    trimmer.abort();
     handle.shutdown().await;
     Ok(())
 }

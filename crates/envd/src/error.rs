@@ -1,9 +1,10 @@
 //! The crate's error type.
 
-/// What can go wrong when starting or running the daemon.
+/// What can go wrong when starting or running the daemon. (The client crate's error is
+/// `e2b_envd_client::EnvdError`; this one is the daemon's.)
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum EnvdError {
+pub enum DaemonError {
     /// The listener could not be bound (address in use, permission denied, ...).
     #[error(
         "cannot listen on {addr}: {source}. Pick another port (0 = any free port) or stop the process using it"

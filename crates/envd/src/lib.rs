@@ -8,6 +8,7 @@ mod error;
 mod filesystem;
 #[doc(hidden)]
 pub mod fuzzing;
+mod memory;
 mod process;
 mod rest;
 mod server;
@@ -16,5 +17,10 @@ mod users;
 
 pub use cli::{EnvdArgs, run_cli};
 pub use config::{DEFAULT_PORT, EnvdConfig, IMPLEMENTED_ENVD_VERSION};
-pub use error::EnvdError;
+pub use error::DaemonError;
+
+/// The daemon's error type under its former name (it shared the name with
+/// `e2b_envd_client::EnvdError`, the client's).
+#[deprecated(note = "renamed to `DaemonError`")]
+pub type EnvdError = DaemonError;
 pub use server::{Envd, EnvdHandle, LocalService};

@@ -15,7 +15,7 @@ use tower::{Layer as _, ServiceExt as _};
 
 use crate::config::EnvdConfig;
 use crate::connect::ConnectRouter;
-use crate::error::EnvdError;
+use crate::error::DaemonError;
 use crate::process::{ProcessService, ProcessTable};
 use crate::rest::{self, UNAUTHORIZED_MESSAGE, json_error};
 use crate::state::State;
@@ -362,6 +362,7 @@ async fn serve(
             counted
                 .requests
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            crate::memory::request_seen();
             counted.touch();
             svc.clone().oneshot(req.map(Body::new))
         });
@@ -399,10 +400,10 @@ pub struct Envd;
 impl Envd {
     /// Binds the listener and starts serving in the background (on the current tokio runtime).
     /// Returns once the port is bound, so [`EnvdHandle::url`] is immediately usable.
-    pub async fn start(config: EnvdConfig) -> Result<EnvdHandle, EnvdError> {
+    pub async fn start(config: EnvdConfig) -> Result<EnvdHandle, DaemonError> {
         let listener = tokio::net::TcpListener::bind(config.bind)
             .await
-            .map_err(|source| EnvdError::Bind {
+            .map_err(|source| DaemonError::Bind {
                 addr: config.bind,
                 source,
             })?;
@@ -417,15 +418,15 @@ impl Envd {
     ///
     /// # Errors
     ///
-    /// [`EnvdError::Config`] for an invalid configuration (no listener, a zero limit, a
+    /// [`DaemonError::Config`] for an invalid configuration (no listener, a zero limit, a
     /// listener on a non-loopback address without a token and without `insecure_no_token`),
-    /// [`EnvdError::Io`] when a listener's address cannot be read.
+    /// [`DaemonError::Io`] when a listener's address cannot be read.
     pub async fn start_on(
         listeners: Vec<tokio::net::TcpListener>,
         mut config: EnvdConfig,
-    ) -> Result<EnvdHandle, EnvdError> {
+    ) -> Result<EnvdHandle, DaemonError> {
         let Some(first) = listeners.first() else {
-            return Err(EnvdError::Config("no listener to serve".into()));
+            return Err(DaemonError::Config("no listener to serve".into()));
         };
         config.bind = first.local_addr()?;
         for listener in &listeners[1..] {
@@ -435,19 +436,19 @@ impl Envd {
             }
         }
         if config.max_message_bytes == 0 {
-            return Err(EnvdError::Config(
+            return Err(DaemonError::Config(
                 "max_message_bytes must be greater than 0".into(),
             ));
         }
         if config.max_connections == 0 {
-            return Err(EnvdError::Config(
+            return Err(DaemonError::Config(
                 "max_connections must be greater than 0".into(),
             ));
         }
         let no_token = config.access_token.as_deref().is_none_or(str::is_empty);
         if no_token && !config.bind.ip().is_loopback() {
             if !config.insecure_no_token {
-                return Err(EnvdError::Config(format!(
+                return Err(DaemonError::Config(format!(
                     "refusing to listen on the non-loopback address {} without an access token: anyone who can reach it could run commands. Give a token (--access-token-file, E2B_ENVD_ACCESS_TOKEN or --access-token), bind 127.0.0.1, or pass --insecure-no-token",
                     config.bind
                 )));

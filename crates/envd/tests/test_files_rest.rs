@@ -704,3 +704,79 @@ async fn no_space_is_507() {
     assert_eq!(status, 507, "{text}");
     assert!(text.contains("not enough disk space"));
 }
+
+/// Replacing an existing file through an upload or compose keeps its owner, group and mode
+/// (setuid bit included), as envd's in-place write does; a new file belongs to the request's
+/// user. Run as root with a file owned by another uid.
+#[tokio::test]
+async fn replacing_a_file_keeps_its_owner_and_mode() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "missing: root (this test gives a file to another uid)"
+    );
+    let h = H::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (uid, gid, mode) = (12345, 23456, 0o4640);
+    let owned = |name: &str| {
+        let p = format!("{d}/{name}");
+        std::fs::write(&p, "old").unwrap();
+        std::os::unix::fs::chown(&p, Some(uid), Some(gid)).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        p
+    };
+    let check = |p: &str, content: &str| {
+        let m = std::fs::metadata(p).unwrap();
+        assert_eq!(std::fs::read_to_string(p).unwrap(), content);
+        assert_eq!(
+            (m.uid(), m.gid(), m.mode() & 0o7777),
+            (uid, gid, mode),
+            "{p}: owner, group or mode changed (mode {:o})",
+            m.mode() & 0o7777
+        );
+    };
+
+    let raw = owned("raw.txt");
+    let r = h
+        .post(&[("path", &raw)])
+        .header("content-type", "application/octet-stream")
+        .body("new raw")
+        .fetch()
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text());
+    check(&raw, "new raw");
+
+    let multi = owned("multi.txt");
+    let form = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(b"new multi".to_vec()).file_name("multi.txt"),
+    );
+    let r = h.post(&[("path", &multi)]).multipart(form).fetch().await;
+    assert_eq!(r.status(), 200, "{}", r.text());
+    check(&multi, "new multi");
+
+    let composed = owned("composed.txt");
+    std::fs::write(format!("{d}/part"), "new composed").unwrap();
+    let r = h
+        .http
+        .post(format!("{}/files/compose", h.envd.url()))
+        .header("x-access-token", h.token())
+        .json(&serde_json::json!({"source_paths": [format!("{d}/part")], "destination": composed}))
+        .fetch()
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text());
+    check(&composed, "new composed");
+
+    // A new file belongs to the request's user (root here), with the default mode.
+    let fresh = format!("{d}/fresh.txt");
+    let r = h
+        .post(&[("path", &fresh)])
+        .header("content-type", "application/octet-stream")
+        .body("fresh")
+        .fetch()
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text());
+    let m = std::fs::metadata(&fresh).unwrap();
+    assert_eq!((m.uid(), m.gid()), (0, 0));
+}

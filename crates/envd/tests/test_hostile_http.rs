@@ -425,3 +425,100 @@ async fn a_panicking_handler_answers_500_and_the_daemon_keeps_serving() {
         .unwrap();
     assert_eq!(r.status(), 204);
 }
+
+/// HTTP/2 frames in `bytes` (complete ones): `(type, flags)`.
+fn h2_frames(mut bytes: &[u8]) -> Vec<(u8, u8)> {
+    let mut out = Vec::new();
+    while bytes.len() >= 9 {
+        let len =
+            (usize::from(bytes[0]) << 16) | (usize::from(bytes[1]) << 8) | usize::from(bytes[2]);
+        if bytes.len() < 9 + len {
+            break;
+        }
+        out.push((bytes[3], bytes[4]));
+        bytes = &bytes[9 + len..];
+    }
+    out
+}
+
+/// The daemon pings an idle HTTP/2 connection and closes one whose peer does not answer
+/// within the keepalive timeout; a peer that answers (a real h2 client) keeps its connection.
+#[tokio::test]
+async fn http2_peer_that_never_answers_pings_is_disconnected() {
+    const PING: u8 = 6;
+    const SETTINGS: u8 = 4;
+    let envd = spawn_envd_with(|mut c| {
+        c.http2_keepalive_interval = Duration::from_millis(200);
+        c.http2_keepalive_timeout = Duration::from_millis(300);
+        // Far beyond the read guard below: only the keepalive can close the connection.
+        c.idle_timeout = Duration::from_secs(600);
+        c.header_read_timeout = Duration::from_secs(600);
+        c
+    })
+    .await;
+
+    // A peer that answers pings: hyper's h2 client (h2 acknowledges pings itself), on one
+    // connection that is never re-established.
+    let tcp = tokio::net::TcpStream::connect(envd.addr()).await.unwrap();
+    let (mut healthy, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    let healthy_conn = tokio::spawn(conn);
+    let uri = format!("http://{}/health", envd.addr());
+    let health = || {
+        http::Request::get(uri.as_str())
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap()
+    };
+    let r = healthy.send_request(health()).await.unwrap();
+    assert_eq!(r.status(), 204);
+
+    // A raw h2 peer: preface, empty SETTINGS, the ACK of the server's SETTINGS, then silence
+    // (it never reads again, so it never answers a PING).
+    let mut s = tokio::net::TcpStream::connect(envd.addr()).await.unwrap();
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !h2_frames(&got)
+        .iter()
+        .any(|&(t, f)| t == SETTINGS && f & 1 == 0)
+    {
+        let n = tokio::time::timeout(Duration::from_secs(30), s.read(&mut buf))
+            .await
+            .expect("the daemon sent no SETTINGS frame")
+            .unwrap();
+        assert!(
+            n > 0,
+            "the daemon closed the connection before its SETTINGS"
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    s.write_all(b"\x00\x00\x00\x04\x01\x00\x00\x00\x00")
+        .await
+        .unwrap();
+    // Read only now, until the daemon closes (the guard only catches a connection kept open).
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut rest))
+        .await
+        .expect("an h2 connection that never answered a PING was kept open")
+        .ok();
+    got.extend_from_slice(&rest);
+    let frames = h2_frames(&got);
+    assert!(
+        frames.iter().any(|&(t, f)| t == PING && f & 1 == 0),
+        "the connection was closed without a PING first: {frames:?}"
+    );
+
+    // The answering peer lived through the same time and still works on its connection.
+    assert!(
+        !healthy_conn.is_finished(),
+        "the answering peer's connection was closed"
+    );
+    let r = healthy.send_request(health()).await.unwrap();
+    assert_eq!(r.status(), 204);
+}

@@ -299,3 +299,82 @@ async fn signature_max_age_is_enforced_when_configured() {
     assert_eq!(s, 200, "{m}");
     assert_eq!(m, "signed");
 }
+
+/// Waits (hang guard only) until `dir` holds an upload temp file (`.e2b-upload-*.part`), or
+/// none when `present` is false.
+async fn await_part_file(dir: &Path, present: bool) {
+    let has_part = |d: &Path| entries(d).iter().any(|e| e.ends_with(".part"));
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while has_part(dir) != present {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{}: {:?}",
+            if present {
+                "the upload never created its temp file"
+            } else {
+                "the upload's temp file was left behind"
+            },
+            entries(dir)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The head of a raw upload of `len` bytes to `target`.
+fn raw_upload_head(envd: &TestEnvd, target: &Path, len: usize) -> String {
+    format!(
+        "POST /files?path={} HTTP/1.1\r\nhost: 127.0.0.1\r\nx-access-token: {}\r\ncontent-type: application/octet-stream\r\ncontent-length: {len}\r\n\r\n",
+        target.display(),
+        envd.access_token().unwrap()
+    )
+}
+
+/// An upload whose handler is dropped mid-body (the connection closed under it by the idle
+/// timeout while the client stalls; or the client going away) leaves no `.part` file.
+#[tokio::test]
+async fn a_dropped_upload_leaves_no_part_file() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let envd = spawn_envd_with(|mut c| {
+        c.idle_timeout = Duration::from_millis(500);
+        c
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("big.bin");
+
+    // Stalls mid-body: the daemon's idle timeout drops the connection with the handler in it.
+    let mut s = tokio::net::TcpStream::connect(envd.addr()).await.unwrap();
+    s.write_all(raw_upload_head(&envd, &target, 10 << 20).as_bytes())
+        .await
+        .unwrap();
+    s.write_all(&vec![7u8; 1 << 20]).await.unwrap();
+    await_part_file(dir.path(), true).await;
+    let mut answer = Vec::new();
+    tokio::time::timeout(GUARD, s.read_to_end(&mut answer))
+        .await
+        .expect("the daemon kept a stalled upload open past its idle timeout")
+        .ok();
+    await_part_file(dir.path(), false).await;
+    assert!(!target.exists());
+
+    // Goes away mid-body.
+    let mut s = tokio::net::TcpStream::connect(envd.addr()).await.unwrap();
+    s.write_all(raw_upload_head(&envd, &target, 10 << 20).as_bytes())
+        .await
+        .unwrap();
+    s.write_all(&vec![7u8; 1 << 20]).await.unwrap();
+    await_part_file(dir.path(), true).await;
+    drop(s);
+    await_part_file(dir.path(), false).await;
+    assert!(!target.exists());
+
+    // The daemon still serves uploads.
+    let (status, body) = send(
+        post(&envd, &[("path", &target.display().to_string())])
+            .header("content-type", "application/octet-stream")
+            .body("ok"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(std::fs::read(&target).unwrap(), b"ok");
+}

@@ -251,7 +251,14 @@ async fn start_during_shutdown_is_unavailable() {
     let mut s = start_bash(&mut c, &envd, "sleep 1000").await;
     s.message().await.unwrap().unwrap();
     let shutdown = tokio::spawn(envd.shutdown());
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The running command's stream ends once the shutdown has closed the process table and
+    // killed it: from then on the daemon is shutting down, whatever the machine's load (a
+    // fixed sleep here raced the shutdown task on a loaded machine).
+    let got = collect(s, |m| m.event).await;
+    assert!(
+        got.end.is_some(),
+        "the shutdown did not end the running command: {got:?}"
+    );
     let mut r = tonic::Request::new(bash(&format!("touch {}", marker.display())));
     r.metadata_mut()
         .insert("x-access-token", token.parse().unwrap());

@@ -24,6 +24,75 @@ pub enum GunzipError {
     /// The input is not valid gzip data (corrupt or truncated).
     #[error("invalid gzip data: {0}")]
     Gzip(#[source] io::Error),
+    /// The data decompresses to more than [`GunzipLimits::max_output`] bytes.
+    #[error(
+        "the gzip data decompresses to more than {limit} bytes; send it uncompressed or in parts"
+    )]
+    TooLarge {
+        /// The limit passed.
+        limit: u64,
+    },
+    /// Past [`GunzipLimits::ratio_floor`] decompressed bytes, the data expands more than
+    /// [`GunzipLimits::max_ratio`]-fold (a gzip bomb).
+    #[error(
+        "the gzip data expands more than {limit}-fold ({input} bytes became more than {output}); send it uncompressed"
+    )]
+    Ratio {
+        /// The ratio limit.
+        limit: u64,
+        /// Compressed bytes read so far.
+        input: u64,
+        /// Decompressed bytes so far.
+        output: u64,
+    },
+}
+
+/// Bounds on what [`gunzip_stream_limited`] decompresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GunzipLimits {
+    /// Most decompressed bytes.
+    pub max_output: u64,
+    /// Most decompressed bytes per compressed byte, once past `ratio_floor`.
+    pub max_ratio: u64,
+    /// Below this many decompressed bytes the ratio is not checked.
+    pub ratio_floor: u64,
+}
+
+impl GunzipLimits {
+    /// No bound.
+    pub const UNLIMITED: Self = Self {
+        max_output: u64::MAX,
+        max_ratio: u64::MAX,
+        ratio_floor: u64::MAX,
+    };
+
+    /// At most `max_output` decompressed bytes and, past 64 MiB of output, at most
+    /// `max_ratio` decompressed bytes per compressed byte.
+    pub fn new(max_output: u64, max_ratio: u64) -> Self {
+        Self {
+            max_output,
+            max_ratio,
+            ratio_floor: 64 * 1024 * 1024,
+        }
+    }
+
+    /// The error for `output` decompressed bytes out of `input` compressed ones, if any.
+    fn check(&self, input: u64, output: u64) -> Option<GunzipError> {
+        if output > self.max_output {
+            Some(GunzipError::TooLarge {
+                limit: self.max_output,
+            })
+        } else if output > self.ratio_floor && output / input.max(1) > self.max_ratio {
+            Some(GunzipError::Ratio {
+                limit: self.max_ratio,
+                input,
+                output,
+            })
+        } else {
+            None
+        }
+    }
 }
 
 /// Forwards `input` into a bounded channel, so a blocking thread can read it.
@@ -153,6 +222,30 @@ where
     S: Stream<Item = Result<Bytes, E>> + Send + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
+    gunzip_stream_limited(input, GunzipLimits::UNLIMITED)
+}
+
+/// [`gunzip_stream`] within `limits`: past a limit the output ends with
+/// [`GunzipError::TooLarge`] or [`GunzipError::Ratio`] (nothing beyond the limit is handed
+/// out), for bodies from untrusted peers. Needs a tokio runtime.
+pub fn gunzip_stream_limited<S, E>(
+    input: S,
+    limits: GunzipLimits,
+) -> impl Stream<Item = Result<Bytes, GunzipError>> + Send + 'static
+where
+    S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let compressed = Arc::new(AtomicU64::new(0));
+    let counted = compressed.clone();
+    let input = input.map(move |item| {
+        if let Ok(b) = &item {
+            counted.fetch_add(b.len() as u64, Ordering::Relaxed);
+        }
+        item
+    });
     let in_rx = forward(input, into_io_error::<E>);
     let (tx, rx) = mpsc::channel::<Result<Bytes, GunzipError>>(DEPTH);
     tokio::task::spawn_blocking(move || {
@@ -161,11 +254,17 @@ where
             cur: Bytes::new(),
             input_error: None,
         });
+        let mut output = 0u64;
         loop {
             let mut buf = BytesMut::zeroed(GZIP_CHUNK);
             match dec.read(&mut buf) {
                 Ok(0) => return,
                 Ok(n) => {
+                    output += n as u64;
+                    if let Some(e) = limits.check(compressed.load(Ordering::Relaxed), output) {
+                        let _ = tx.blocking_send(Err(e));
+                        return;
+                    }
                     buf.truncate(n);
                     if tx.blocking_send(Ok(buf.freeze())).is_err() {
                         return;

@@ -4,7 +4,9 @@
 mod gzip;
 mod read;
 
-pub use gzip::{GZIP_CHUNK, GunzipError, gunzip_stream, gzip_stream};
+pub use gzip::{
+    GZIP_CHUNK, GunzipError, GunzipLimits, gunzip_stream, gunzip_stream_limited, gzip_stream,
+};
 pub use read::{ReadOptions, Segment, read_segments, read_stream};
 
 use std::collections::VecDeque;

@@ -5,8 +5,8 @@ use std::io::{self, Read as _, Write as _};
 
 use bytes::Bytes;
 use e2b_file_io::{
-    FileSink, GunzipError, ReadOptions, Segment, gunzip_stream, gzip_stream, read_segments,
-    read_stream,
+    FileSink, GunzipError, GunzipLimits, ReadOptions, Segment, gunzip_stream,
+    gunzip_stream_limited, gzip_stream, read_segments, read_stream,
 };
 use tokio_stream::{Stream, StreamExt as _};
 
@@ -182,6 +182,52 @@ async fn test_gunzip_stream_tells_corrupt_data_from_input_errors() -> io::Result
     match collect(gunzip_stream(input)).await {
         Err(GunzipError::Input(e)) => assert_eq!(e.kind(), io::ErrorKind::ConnectionReset),
         other => panic!("expected an input error, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn test_gunzip_stream_limited_stops_at_the_size_and_ratio_limits()
+-> Result<(), Box<dyn std::error::Error>> {
+    let zeros = vec![0u8; 4 << 20];
+    let body = gz(&zeros)?;
+    let input = || {
+        tokio_stream::iter(
+            body.chunks(4096)
+                .map(|c| Ok::<_, io::Error>(Bytes::copy_from_slice(c)))
+                .collect::<Vec<_>>(),
+        )
+    };
+    // Within both limits: everything.
+    let got = collect(gunzip_stream_limited(
+        input(),
+        GunzipLimits::new(4 << 20, 2000),
+    ))
+    .await?;
+    assert_eq!(got.len(), zeros.len());
+    // Past the size.
+    match collect(gunzip_stream_limited(
+        input(),
+        GunzipLimits::new(1 << 20, 2000),
+    ))
+    .await
+    {
+        Err(GunzipError::TooLarge { limit }) => assert_eq!(limit, 1 << 20),
+        other => panic!("expected TooLarge, got {:?}", other.map(|v| v.len())),
+    }
+    // Past the ratio (checked from the first byte here).
+    let mut limits = GunzipLimits::new(u64::MAX, 10);
+    limits.ratio_floor = 0;
+    match collect(gunzip_stream_limited(input(), limits)).await {
+        Err(GunzipError::Ratio {
+            limit,
+            input,
+            output,
+        }) => {
+            assert_eq!(limit, 10);
+            assert!(output / input.max(1) > 10, "{output} / {input}");
+        }
+        other => panic!("expected Ratio, got {:?}", other.map(|v| v.len())),
     }
     Ok(())
 }

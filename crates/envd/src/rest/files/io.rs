@@ -9,15 +9,12 @@
 //! layer can reuse its receive buffer, see [`FileSink`]) and write each with one `write`.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use e2b_file_io::{FileSink, ReadOptions};
 use futures::{Stream, StreamExt as _};
-use tokio::sync::mpsc;
 
-/// Size of the gzip and gunzip buffers.
-pub(crate) const CHUNK: usize = 256 * 1024;
 /// Size of the reads from disk on plain downloads.
 const READ_CHUNK: usize = 1024 * 1024;
 /// The writer writes uploads in batches of this many bytes. Measured on a 2-core Firecracker
@@ -29,10 +26,6 @@ const READ_CHUNK: usize = 1024 * 1024;
 const WRITE_BATCH: usize = 512 * 1024;
 /// Chunks in flight between a blocking thread and the async side.
 const DEPTH: usize = 4;
-
-fn rx_stream<T: Send + 'static>(rx: mpsc::Receiver<T>) -> impl Stream<Item = T> + Send + 'static {
-    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (v, rx)) })
-}
 
 /// A piece of a download body: bytes sent as they are, or a range of the file.
 pub(crate) use e2b_file_io::Segment;
@@ -65,91 +58,10 @@ where
     )
 }
 
-/// A `Write` that hands its bytes to an async channel in [`CHUNK`]-sized pieces.
-struct ChannelWriter {
-    tx: mpsc::Sender<io::Result<Bytes>>,
-    buf: BytesMut,
-}
-
-impl ChannelWriter {
-    fn send(&mut self) -> io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = self.buf.split().freeze();
-        self.tx
-            .blocking_send(Ok(chunk))
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))
-    }
-}
-
-impl Write for ChannelWriter {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.buf.extend_from_slice(data);
-        if self.buf.len() >= CHUNK {
-            self.send()?;
-        }
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.send()
-    }
-}
-
-/// Streams the whole of `file` gzip-compressed (fast level: the link, not the ratio, matters).
-pub(crate) fn gzip_stream(
-    mut file: File,
-) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
-    let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(DEPTH);
-    tokio::task::spawn_blocking(move || {
-        let writer = ChannelWriter {
-            tx: tx.clone(),
-            buf: BytesMut::with_capacity(CHUNK),
-        };
-        let mut enc = flate2::write::GzEncoder::new(writer, flate2::Compression::fast());
-        let mut buf = vec![0u8; CHUNK];
-        let result = (|| -> io::Result<()> {
-            loop {
-                let n = match file.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(e),
-                };
-                enc.write_all(&buf[..n])?;
-            }
-            let mut w = enc.finish()?;
-            w.flush()
-        })();
-        if let Err(e) = result
-            && e.kind() != io::ErrorKind::BrokenPipe
-        {
-            let _ = tx.blocking_send(Err(e));
-        }
-    });
-    rx_stream(rx)
-}
-
-/// A `Read` over chunks arriving on a channel (`None` item = end of input).
-struct ChannelReader {
-    rx: mpsc::Receiver<io::Result<Bytes>>,
-    cur: Bytes,
-}
-
-impl Read for ChannelReader {
-    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        while self.cur.is_empty() {
-            match self.rx.blocking_recv() {
-                Some(Ok(b)) => self.cur = b,
-                Some(Err(e)) => return Err(e),
-                None => return Ok(0),
-            }
-        }
-        let n = out.len().min(self.cur.len());
-        out[..n].copy_from_slice(&self.cur.split_to(n));
-        Ok(n)
-    }
+/// Streams the whole of `file` gzip-compressed (fast level), read in [`READ_CHUNK`] pieces and
+/// compressed on a blocking thread by [`e2b_file_io::gzip_stream`].
+pub(crate) fn gzip_stream(file: File) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
+    e2b_file_io::gzip_stream(read_stream(file, 0, u64::MAX))
 }
 
 /// Error kind marking a gzip decoding failure (as opposed to a body read failure).
@@ -159,109 +71,38 @@ pub(crate) const GZIP_ERROR_PREFIX: &str = "invalid gzip data";
 /// handlers answer 413 for it).
 pub(crate) const LIMIT_ERROR_PREFIX: &str = "request too large";
 
-/// Below this many decompressed bytes, the gzip ratio limit does not apply.
-const RATIO_FLOOR: u64 = 64 * 1024 * 1024;
+/// Bounds on a gzip request body (see [`e2b_file_io::GunzipLimits`]).
+pub(crate) use e2b_file_io::GunzipLimits as GzipLimits;
 
-/// Bounds on a gzip request body.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct GzipLimits {
-    /// Most decompressed bytes.
-    pub(crate) max_output: u64,
-    /// Most decompressed bytes per compressed byte, once past [`RATIO_FLOOR`].
-    pub(crate) max_ratio: u64,
-}
-
-impl GzipLimits {
-    /// The error for `output` decompressed bytes out of `input` compressed ones, if any.
-    fn check(&self, input: u64, output: u64) -> Option<io::Error> {
-        let message = if output > self.max_output {
-            format!(
-                "{LIMIT_ERROR_PREFIX}: the gzip body decompresses to more than {} bytes (the daemon's max_decompressed_bytes)",
-                self.max_output
-            )
-        } else if output > RATIO_FLOOR && output / input.max(1) > self.max_ratio {
-            format!(
-                "{LIMIT_ERROR_PREFIX}: the gzip body expands more than {}-fold ({input} bytes became more than {output}); send it uncompressed",
-                self.max_ratio
-            )
-        } else {
-            return None;
-        };
-        Some(io::Error::new(io::ErrorKind::InvalidData, message))
-    }
-}
-
-/// Decompresses a gzip stream (several members allowed) on a blocking thread, within
-/// `limits`. A body read error passes through; corrupt or truncated gzip data ends the stream
-/// with an `InvalidData` error whose message starts with [`GZIP_ERROR_PREFIX`], a passed limit
-/// with one starting with [`LIMIT_ERROR_PREFIX`].
-pub(crate) fn gunzip<S, E>(
+/// Decompresses a gzip request body with [`e2b_file_io::gunzip_stream_limited`] (on a
+/// blocking thread, several members allowed), within `limits`. A body read error passes
+/// through; corrupt or truncated gzip data ends the stream with an `InvalidData` error whose
+/// message starts with [`GZIP_ERROR_PREFIX`], a passed limit with one starting with
+/// [`LIMIT_ERROR_PREFIX`] (the handlers answer 400 and 413).
+pub(crate) fn gunzip<S>(
     body: S,
     limits: GzipLimits,
 ) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static
 where
-    S: Stream<Item = Result<Bytes, E>> + Send + 'static,
-    E: std::fmt::Display + Send + 'static,
+    S: Stream<Item = io::Result<Bytes>> + Send + 'static,
 {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    let (in_tx, in_rx) = mpsc::channel::<io::Result<Bytes>>(DEPTH);
-    let (out_tx, out_rx) = mpsc::channel::<io::Result<Bytes>>(DEPTH);
-    let compressed = Arc::new(AtomicU64::new(0));
-    let counted = compressed.clone();
-    tokio::spawn(async move {
-        let mut body = std::pin::pin!(body);
-        while let Some(item) = body.next().await {
-            let item =
-                item.map_err(|e| io::Error::other(format!("reading the request body failed: {e}")));
-            if let Ok(b) = &item {
-                counted.fetch_add(b.len() as u64, Ordering::Relaxed);
-            }
-            let stop = item.is_err();
-            if in_tx.send(item).await.is_err() || stop {
-                return;
-            }
-        }
-    });
-    tokio::task::spawn_blocking(move || {
-        let mut dec = flate2::read::MultiGzDecoder::new(ChannelReader {
-            rx: in_rx,
-            cur: Bytes::new(),
-        });
-        let mut output = 0u64;
-        loop {
-            let mut buf = BytesMut::zeroed(CHUNK);
-            match dec.read(&mut buf) {
-                Ok(0) => return,
-                Ok(n) => {
-                    output += n as u64;
-                    if let Some(e) = limits.check(compressed.load(Ordering::Relaxed), output) {
-                        let _ = out_tx.blocking_send(Err(e));
-                        return;
-                    }
-                    buf.truncate(n);
-                    if out_tx.blocking_send(Ok(buf.freeze())).is_err() {
-                        return;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    let is_body = e.to_string().starts_with("reading the request body failed");
-                    let e = if is_body {
-                        e
-                    } else {
-                        io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!("{GZIP_ERROR_PREFIX}: {e}"),
-                        )
-                    };
-                    let _ = out_tx.blocking_send(Err(e));
-                    return;
-                }
-            }
-        }
-    });
-    rx_stream(out_rx)
+    use e2b_file_io::GunzipError;
+    e2b_file_io::gunzip_stream_limited(body, limits).map(|item| {
+        item.map_err(|e| match e {
+            GunzipError::Input(e) => e,
+            GunzipError::Gzip(e) => io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{GZIP_ERROR_PREFIX}: {e}"),
+            ),
+            limit @ (GunzipError::TooLarge { .. } | GunzipError::Ratio { .. }) => io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{LIMIT_ERROR_PREFIX}: {limit} (the daemon's max_decompressed_bytes / max_gzip_ratio)"
+                ),
+            ),
+            other => io::Error::other(other.to_string()),
+        })
+    })
 }
 
 /// Why a path could not be opened for its content.

@@ -142,8 +142,8 @@ struct Written {
 }
 
 /// Creates the parents, refuses a target that is not a regular file, creates the temporary
-/// file (keeping an existing target's permissions) and chowns it to the user, before any byte
-/// is written. Blocking.
+/// file and gives it an existing target's owner, group and mode (else chowns it to the user),
+/// before any byte is written. Blocking.
 fn stage(state: &State, user: &User, target: &Path) -> Result<(File, TempFile), FilesError> {
     let parent = target.parent().unwrap_or(Path::new("/"));
     make_dirs(state, user, parent).map_err(|e| {
@@ -185,11 +185,23 @@ fn stage(state: &State, user: &User, target: &Path) -> Result<(File, TempFile), 
         })?;
     let guard = TempFile(Some(temp));
     let fix = || -> io::Result<()> {
-        if let Some(m) = &existing {
-            file.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777))?;
-        }
-        if state.is_root() {
-            std::os::unix::fs::fchown(&file, Some(user.uid), Some(user.gid))?;
+        match &existing {
+            // Replacing a file keeps its owner, group and mode, as envd's in-place write does.
+            // The owner first: a chown clears the setuid and setgid bits the mode restores.
+            Some(m) => {
+                match std::os::unix::fs::fchown(&file, Some(m.uid()), Some(m.gid())) {
+                    Ok(()) => {}
+                    // Not permitted (a daemon that is not root replacing another user's file):
+                    // the new file stays the daemon user's.
+                    Err(e) if e.raw_os_error() == Some(libc::EPERM) && !state.is_root() => {}
+                    Err(e) => return Err(e),
+                }
+                file.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777))?;
+            }
+            None if state.is_root() => {
+                std::os::unix::fs::fchown(&file, Some(user.uid), Some(user.gid))?;
+            }
+            None => {}
         }
         Ok(())
     };
@@ -335,10 +347,7 @@ pub(super) async fn upload(
     let stream: BodyStream = if gzip {
         Box::pin(files_io::gunzip(
             raw,
-            GzipLimits {
-                max_output: limits.max_decompressed_bytes,
-                max_ratio: limits.max_gzip_ratio,
-            },
+            GzipLimits::new(limits.max_decompressed_bytes, limits.max_gzip_ratio),
         ))
     } else {
         Box::pin(raw)

@@ -1,8 +1,7 @@
 //! Process-service benchmark against the real daemon binary (run in release):
 //!
 //! ```text
-//! cargo build --release -p e2b-envd --bins --examples
-//! target/release/examples/bench_process [--bytes 1073741824] [--latency-runs 200] [--concurrent 1000]
+//! cargo bench -p e2b-envd --bench bench_process -- [--bytes 1073741824] [--latency-runs 200] [--concurrent 1000]
 //! ```
 //!
 //! 1. stdout throughput of `head -c N /dev/zero` streamed to a tonic client over h2c, vs the raw
@@ -190,10 +189,9 @@ async fn main() {
     let concurrent = arg("--concurrent", 1000);
     let per_command = arg("--concurrent-bytes", 100_000);
 
-    let exe = std::env::current_exe().unwrap();
     let bin = std::env::var("E2B_ENVD_BIN")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| exe.parent().unwrap().parent().unwrap().join("e2b-envd"));
+        .unwrap_or_else(|_| std::path::PathBuf::from(env!("CARGO_BIN_EXE_e2b-envd")));
     let mut daemon = Command::new(&bin)
         .args(["--port", "0"])
         .stdout(Stdio::piped())
