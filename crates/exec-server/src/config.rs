@@ -104,6 +104,12 @@ pub struct ExecServerArgs {
     #[arg(long, env = "EXEC_SERVER_JSON_RESPONSE")]
     pub json_response: bool,
 
+    /// Answer a request POSTed inside a session (and `initialize`) at `/mcp` and `/mcp/legacy`
+    /// with plain application/json when its only message is the response and the client accepts
+    /// JSON (`/mcp/session-json` always does); SSE otherwise.
+    #[arg(long, env = "EXEC_SERVER_SESSION_JSON")]
+    pub session_json: bool,
+
     /// Default working directory of commands (default: the sandbox's).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
@@ -172,6 +178,7 @@ impl Default for ExecServerArgs {
             max_body_bytes: 64 * 1024 * 1024,
             allowed_hosts: Vec::new(),
             json_response: false,
+            session_json: false,
             cwd: None,
             shell: "/bin/bash".into(),
             login_shell: false,
@@ -262,6 +269,19 @@ impl ExecServerArgs {
     pub(crate) fn upload_idle(&self) -> Duration {
         Duration::try_from_secs_f64(self.upload_idle_seconds)
             .unwrap_or(crate::files::DEFAULT_UPLOAD_IDLE)
+    }
+
+    /// The look-ahead bounds of sessions with JSON responses: room for the largest tool result
+    /// (output cap or file chunk, JSON-escaped or base64) and a wait as long as the longest tool
+    /// may run; past either the answer stays SSE.
+    pub(crate) fn session_json_limits(&self) -> crate::session_json::Limits {
+        let chunk = usize::try_from(self.max_chunk_bytes).unwrap_or(usize::MAX);
+        let largest = self.max_output_bytes.max(chunk);
+        let secs = self.max_timeout.max(self.file_timeout) + 30.0;
+        crate::session_json::Limits {
+            max_buffer: largest.saturating_mul(8).max(16 << 20),
+            wait: Duration::try_from_secs_f64(secs).unwrap_or(Duration::from_secs(3630)),
+        }
     }
 
     /// The file tools' time limit.

@@ -1,4 +1,4 @@
-//! Streamable HTTP at `/mcp` (and `/mcp/legacy`, `/mcp/json`), `GET /health`, auth, allowed
+//! Streamable HTTP at `/mcp` (and `/mcp/legacy`, `/mcp/json`, `/mcp/session-json`), `GET /health`, auth, allowed
 //! hosts and origins, body limit.
 
 use std::net::SocketAddr;
@@ -30,6 +30,11 @@ pub(crate) struct HttpOptions {
     pub(crate) max_body_bytes: usize,
     /// Stateless mode with plain `application/json` responses (no sessions) at `/mcp`.
     pub(crate) json_response: bool,
+    /// `/mcp` and `/mcp/legacy` answer session requests in JSON when they can (as
+    /// `/mcp/session-json` always does).
+    pub(crate) session_json: bool,
+    /// The look-ahead bounds of those JSON answers.
+    pub(crate) session_json_limits: crate::session_json::Limits,
     /// Browser origins allowed to call; any other `Origin` is refused.
     pub(crate) allowed_origins: Vec<String>,
 }
@@ -51,6 +56,8 @@ struct AppState {
     api_key_hash: Option<[u8; 32]>,
     max_body_bytes: usize,
     allowed_origins: Vec<String>,
+    session_json: bool,
+    session_json_limits: crate::session_json::Limits,
 }
 
 /// `scheme://host[:port]`, lower-cased, without a trailing slash.
@@ -131,18 +138,37 @@ fn inject_frame(data: &[u8], needle: &[u8], replacement: &[u8]) -> Option<Bytes>
 }
 
 async fn mcp(State(st): State<Arc<AppState>>, req: Request) -> Response {
-    serve_mcp(&st, &st.main, req).await
+    serve_mcp(&st, &st.main, req, st.session_json).await
 }
 
 async fn mcp_legacy(State(st): State<Arc<AppState>>, req: Request) -> Response {
-    serve_mcp(&st, &st.legacy, req).await
+    serve_mcp(&st, &st.legacy, req, st.session_json).await
 }
 
 async fn mcp_json(State(st): State<Arc<AppState>>, req: Request) -> Response {
-    serve_mcp(&st, &st.json, req).await
+    serve_mcp(&st, &st.json, req, false).await
 }
 
-async fn serve_mcp(st: &AppState, ep: &Endpoint, req: Request) -> Response {
+/// `/mcp/session-json`: the sessions of `/mcp`, answered in JSON when possible.
+async fn mcp_session_json(State(st): State<Arc<AppState>>, req: Request) -> Response {
+    serve_mcp(&st, &st.main, req, true).await
+}
+
+/// Serves one MCP request; with `session_json`, a POST whose client accepts JSON goes through
+/// the JSON layer ([`crate::session_json::to_json`]).
+async fn serve_mcp(st: &AppState, ep: &Endpoint, req: Request, session_json: bool) -> Response {
+    let to_json = session_json
+        && req.method() == http::Method::POST
+        && crate::session_json::accepts_json(req.headers());
+    let resp = serve_mcp_inner(st, ep, req).await;
+    if to_json {
+        crate::session_json::to_json(resp, st.session_json_limits).await
+    } else {
+        resp
+    }
+}
+
+async fn serve_mcp_inner(st: &AppState, ep: &Endpoint, req: Request) -> Response {
     if !origin_allowed(&st.allowed_origins, req.headers()) {
         tracing::warn!(origin = ?req.headers().get(http::header::ORIGIN), "refused a request from a browser origin that is not allowed");
         return json_error(
@@ -245,12 +271,15 @@ pub(crate) fn router(
             .iter()
             .map(|o| normalize_origin(o))
             .collect(),
+        session_json: opts.session_json,
+        session_json_limits: opts.session_json_limits,
     });
     axum::Router::new()
         .route("/health", get(health))
         .route("/mcp", any(mcp))
         .route("/mcp/legacy", any(mcp_legacy))
         .route("/mcp/json", any(mcp_json))
+        .route("/mcp/session-json", any(mcp_session_json))
         .with_state(state)
 }
 

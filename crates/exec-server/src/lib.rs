@@ -14,6 +14,7 @@ mod mounts;
 mod output;
 mod procs;
 mod server;
+mod session_json;
 mod shape;
 mod transport;
 
@@ -156,6 +157,8 @@ impl ExecServerHandle {
             allowed_hosts: self.args.resolved_allowed_hosts(addr),
             max_body_bytes: self.args.max_body_bytes,
             json_response: self.args.json_response,
+            session_json: self.args.session_json,
+            session_json_limits: self.args.session_json_limits(),
             allowed_origins: self.args.allowed_origins.clone(),
         };
         let r = http::serve(self.server.clone(), addr, opts, shutdown, on_bound).await;
