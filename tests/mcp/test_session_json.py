@@ -78,7 +78,15 @@ async def test_official_sdk_client_at_its_defaults(server):
     async def on_progress(progress, total, message):
         got.append(message)
 
+    seen: list[tuple[str, str]] = []
+
+    async def on_response(resp) -> None:
+        if resp.request.method == "POST":
+            seen.append((resp.request.url.path, resp.headers.get("content-type", "")))
+
     async with create_mcp_http_client() as http:
+        # Only observes the answers' content types; the client is the SDK's, at its defaults.
+        http.event_hooks["response"].append(on_response)
         async with streamable_http_client(url, http_client=http) as (read, write, *_):
             async with ClientSession(read, write) as s:
                 hs = await s.initialize()
@@ -96,3 +104,6 @@ async def test_official_sdk_client_at_its_defaults(server):
                 r = await s.call_tool("exec_command", {"cmd": "echo after"})
                 assert r.content[0].text == "after\n"
     assert "tick1" in "".join(m or "" for m in got), got
+    types = [t for _, t in seen]
+    assert any(t.startswith("application/json") for t in types), seen
+    assert any(t.startswith("text/event-stream") for t in types), ("the progress call answers SSE", seen)
