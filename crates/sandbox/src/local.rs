@@ -108,21 +108,17 @@ impl Drop for LocalDaemon {
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct LocalOptions {
-    /// Run the daemon isolated (`e2b-envd --isolate --network none`: its own user, mount, PID,
-    /// UTS, IPC and network namespaces, the `base` template, cgroup limits; Linux, root; see
-    /// the project's docs/isolation.md). Default: `false` (the daemon is embedded in this
-    /// process and commands run on this machine).
-    pub isolated: bool,
-    /// With `isolated`: host paths shown read-only inside the sandbox, as `HOST[:SANDBOX]`.
-    pub mounts_ro: Vec<String>,
-    /// With `isolated`: the daemon binary (`e2b-envd`, or `e2b`, which is run as `e2b envd`).
-    /// Default: `E2B_ENVD_BIN`, else `e2b-envd` next to this program (or one directory up,
-    /// for test binaries in `target/*/deps`), else on `PATH`.
-    pub envd_bin: Option<PathBuf>,
+    pub(crate) isolated: bool,
+    pub(crate) mounts_ro: Vec<String>,
+    pub(crate) envd_bin: Option<PathBuf>,
 }
 
 impl LocalOptions {
-    /// Options for an isolated local sandbox.
+    /// Options for an isolated local sandbox: the daemon runs as `e2b-envd --isolate --network
+    /// none` (its own user, mount, PID, UTS, IPC and network namespaces, the `base` template,
+    /// cgroup limits; Linux, root; see the project's docs/isolation.md). The default
+    /// ([`LocalOptions::default`]) is not isolated: the daemon is embedded in this process and
+    /// commands run on this machine.
     pub fn isolated() -> Self {
         Self {
             isolated: true,
@@ -130,13 +126,16 @@ impl LocalOptions {
         }
     }
 
-    /// Adds a host path shown read-only inside an isolated sandbox (`HOST[:SANDBOX]`).
+    /// Adds a host path shown read-only inside an isolated sandbox, as `HOST[:SANDBOX]`.
+    /// Default: none.
     pub fn mount_ro(mut self, spec: impl Into<String>) -> Self {
         self.mounts_ro.push(spec.into());
         self
     }
 
-    /// Sets the daemon binary for an isolated sandbox.
+    /// Sets the daemon binary for an isolated sandbox (`e2b-envd`, or `e2b`, which is run as
+    /// `e2b envd`). Default: `E2B_ENVD_BIN`, else `e2b-envd` next to this program (or one
+    /// directory up, for test binaries in `target/*/deps`), else on `PATH`.
     pub fn envd_bin(mut self, path: impl Into<PathBuf>) -> Self {
         self.envd_bin = Some(path.into());
         self

@@ -66,7 +66,8 @@ impl Sandbox {
     /// template, cgroup limits; see the project's docs/isolation.md), bound to a free loopback
     /// port with a random access token; this sandbox's clients call it over that port.
     /// Dropping or killing the sandbox stops the daemon and every process in it. Linux, as
-    /// root; the daemon binary is found as [`LocalOptions::envd_bin`] says.
+    /// root; the daemon binary is found as
+    /// [`LocalOptions::envd_bin`](crate::LocalOptions::envd_bin) says.
     ///
     /// [`local`](Self::local) stays unisolated: it embeds the daemon in this process, which
     /// needs no binary and no privileges, and its commands see this machine's files (its
