@@ -337,17 +337,6 @@ fn dialect_ok(d: &str) -> bool {
     })
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// Every `$ref` in `v` that does not point inside the schema (`#...`).
 fn external_ref(v: &Value) -> Option<String> {
     match v {
@@ -387,7 +376,7 @@ fn schema_ok(schema: &Value) -> Result<(JsonObject, jsonschema::Validator), Stri
         };
         return Err(format!(
             "input_schema must be a JSON Schema object, got {}{hint}. Send e.g. {SCHEMA_EXAMPLE}",
-            kind(schema)
+            crate::shape::kind(schema)
         ));
     };
     match obj.get("type") {

@@ -63,7 +63,8 @@ fn check_blocks(blocks: &[Value], raw: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn kind(v: &Value) -> &'static str {
+/// What kind of JSON value `v` is, with its article, for teaching errors ("a string").
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
