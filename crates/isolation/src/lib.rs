@@ -310,16 +310,21 @@ pub fn spawn_tied_to_process(mut cmd: Command) -> Result<Child, IsolationError> 
             Ok(())
         });
     }
+    spawn_on_spawner(cmd, "start the process")
+}
+
+/// Starts `cmd` from the long-lived spawner thread (so a parent-death signal follows this
+/// process, not a short-lived thread) and returns the child.
+fn spawn_on_spawner(
+    cmd: std::process::Command,
+    context: &'static str,
+) -> Result<std::process::Child, IsolationError> {
+    let gone = || IsolationError::Setup("the spawner thread is gone".into());
     let (tx, rx) = mpsc::channel();
-    spawner()?
-        .send((cmd, tx))
-        .map_err(|_| IsolationError::Setup("the spawner thread is gone".into()))?;
+    spawner()?.send((cmd, tx)).map_err(|_| gone())?;
     rx.recv()
-        .map_err(|_| IsolationError::Setup("the spawner thread is gone".into()))?
-        .map_err(|source| IsolationError::Io {
-            context: "start the process",
-            source,
-        })
+        .map_err(|_| gone())?
+        .map_err(|source| IsolationError::Io { context, source })
 }
 
 /// A running sandbox. Dropping it kills every process in it and removes its cgroup.
@@ -459,17 +464,7 @@ impl IsolatedSandbox {
                 Ok(())
             });
         }
-        let (tx, rx) = mpsc::channel();
-        spawner()?
-            .send((cmd, tx))
-            .map_err(|_| IsolationError::Setup("the spawner thread is gone".into()))?;
-        let child = rx
-            .recv()
-            .map_err(|_| IsolationError::Setup("the spawner thread is gone".into()))?
-            .map_err(|source| IsolationError::Io {
-                context: "start the sandbox's setup process",
-                source,
-            })?;
+        let child = spawn_on_spawner(cmd, "start the sandbox's setup process")?;
         drop(status_w);
         drop(spec_r);
         // The child is executing (loading the binary) while the cgroups are made: it waits for
