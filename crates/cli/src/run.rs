@@ -136,8 +136,8 @@ pub(crate) async fn open_sandbox_with_mounts(
             }
             Sandbox::connect(endpoint).await?
         }
-        None if isolation_on(&args.isolation)? => {
-            let mut mounts = args.mount_ro.clone();
+        None if isolation_on(&args.local.isolation)? => {
+            let mut mounts = args.local.mount_ro.clone();
             for p in extra_mounts {
                 tracing::info!(path = %p.display(), "shown read-only in the sandbox");
                 mounts.push(p.display().to_string());
@@ -167,9 +167,9 @@ pub async fn exec_server(cmd: crate::args::ExecServerCmd) -> Result<(), String> 
     let in_api_sandbox = crate::sandbox_cmd::exec_server_api_id(&args).is_some();
     if !in_api_sandbox
         && args.sandbox.is_none()
-        && isolation_on(&cmd.isolation).map_err(|e| e.to_string())?
+        && isolation_on(&cmd.local.isolation).map_err(|e| e.to_string())?
     {
-        let (url, token) = start_isolated_envd(&cmd.mount_ro).map_err(|e| e.to_string())?;
+        let (url, token) = start_isolated_envd(&cmd.local.mount_ro).map_err(|e| e.to_string())?;
         // As `Sandbox::local_isolated()` names it (not the daemon's URL).
         if args.sandbox_id.is_none() {
             let port = url.rsplit(':').next().unwrap_or_default();
