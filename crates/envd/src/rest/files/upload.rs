@@ -186,8 +186,10 @@ fn stage(state: &State, user: &User, target: &Path) -> Result<(File, TempFile), 
     let guard = TempFile(Some(temp));
     let fix = || -> io::Result<()> {
         match &existing {
-            // Replacing a file keeps its owner, group and mode, as envd's in-place write does.
-            // The owner first: a chown clears the setuid and setgid bits the mode restores.
+            // Replacing a file keeps its owner, group and permission bits, but never the setuid
+            // and setgid bits: the new content is the caller's, and a set-id program of another
+            // owner with it would hand the caller that owner's rights (a signed URL for one path
+            // could plant a set-id-root program). A write by hand clears them the same way.
             Some(m) => {
                 match std::os::unix::fs::fchown(&file, Some(m.uid()), Some(m.gid())) {
                     Ok(()) => {}
@@ -196,7 +198,7 @@ fn stage(state: &State, user: &User, target: &Path) -> Result<(File, TempFile), 
                     Err(e) if e.raw_os_error() == Some(libc::EPERM) && !state.is_root() => {}
                     Err(e) => return Err(e),
                 }
-                file.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777))?;
+                file.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o1777))?;
             }
             None if state.is_root() => {
                 std::os::unix::fs::fchown(&file, Some(user.uid), Some(user.gid))?;
