@@ -1,5 +1,8 @@
 //! Streams N bytes of stdout through `start_streaming` and reports the client's peak RSS and
-//! throughput against the raw pipe `head -c N /dev/zero | cat > /dev/null`.
+//! throughput against two floors measured right before each row, in the same run: the raw pipe
+//! `head -c N /dev/zero | cat > /dev/null`, and the loopback relay floor (the same bytes from a
+//! pipe through one blocking loopback TCP hop, `e2b_test_support::floor::pipe_tcp_relay`: what
+//! any daemon that forwards a pipe over a socket pays before HTTP/2 and gRPC).
 //!
 //! ```text
 //! cargo bench -p e2b-commands --bench stream            # 1 GiB and 4 GiB (or: scripts/bench commands)
@@ -164,17 +167,6 @@ fn client(args: &[String]) {
     });
 }
 
-fn raw_pipe(bytes: u64) -> f64 {
-    let t0 = Instant::now();
-    let st = Command::new("bash")
-        .arg("-c")
-        .arg(format!("head -c {bytes} /dev/zero | cat > /dev/null"))
-        .status()
-        .unwrap();
-    assert!(st.success());
-    t0.elapsed().as_secs_f64()
-}
-
 fn drive(args: &[String]) {
     let sizes: Vec<u64> = if args.is_empty() {
         vec![1 << 30, 4 << 30]
@@ -216,9 +208,9 @@ fn drive(args: &[String]) {
     };
 
     println!(
-        "| bytes | client | transport | time (s) | MiB/s | raw pipe MiB/s | ratio | client peak RSS (MiB) | retained (MiB) | KiB per chunk |"
+        "| bytes | client | transport | time (s) | MiB/s | raw pipe MiB/s | / raw | relay floor MiB/s | **/ floor** | client peak RSS (MiB) | retained (MiB) | KiB per chunk |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut configs: Vec<(u64, &str, &str)> = Vec::new();
     for &s in &sizes {
         configs.push((s, "callback", "grpc"));
@@ -229,7 +221,8 @@ fn drive(args: &[String]) {
     configs.push((smallest, "callback", "grpc-web"));
     configs.push((smallest, "retain", "grpc"));
     for (bytes, mode, transport) in configs {
-        let raw = raw_pipe(bytes);
+        let raw = e2b_test_support::floor::raw_pipe(bytes).as_secs_f64();
+        let relay = e2b_test_support::floor::pipe_tcp_relay(bytes).as_secs_f64();
         let (secs, rss_kib, retained, chunk) = run(bytes, mode, transport);
         let mib = bytes as f64 / (1 << 20) as f64;
         let label = match mode {
@@ -238,7 +231,7 @@ fn drive(args: &[String]) {
             _ => "retain_output(true), bytes callback",
         };
         println!(
-            "| {} | {} | {} | {:.2} | {:.0} | {:.0} | {:.2} | {:.1} | {:.0} | {:.0} |",
+            "| {} | {} | {} | {:.2} | {:.0} | {:.0} | {:.2} | {:.0} | **{:.2}** | {:.1} | {:.0} | {:.0} |",
             human(bytes),
             label,
             transport,
@@ -246,6 +239,8 @@ fn drive(args: &[String]) {
             mib / secs,
             mib / raw,
             raw / secs,
+            mib / relay,
+            relay / secs,
             rss_kib as f64 / 1024.0,
             retained as f64 / (1 << 20) as f64,
             chunk as f64 / 1024.0,

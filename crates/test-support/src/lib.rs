@@ -166,6 +166,81 @@ pub mod procfs {
     }
 }
 
+/// Floors for the streaming benchmarks: what moving a process's output costs without any
+/// daemon, so a benchmark can report its own rate as a ratio measured in the same run.
+pub mod floor {
+    use std::io::{Read as _, Write as _};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// `head -c N /dev/zero | cat > /dev/null` through bash: the bare pipe. Returns the time.
+    ///
+    /// # Panics
+    ///
+    /// When bash cannot run or the pipeline fails.
+    #[allow(clippy::expect_used, clippy::panic)]
+    pub fn raw_pipe(bytes: u64) -> Duration {
+        let t = Instant::now();
+        let st = Command::new("bash")
+            .arg("-c")
+            .arg(format!("head -c {bytes} /dev/zero | cat > /dev/null"))
+            .status()
+            .expect("bash runs");
+        assert!(st.success(), "the raw pipe failed: {st}");
+        t.elapsed()
+    }
+
+    /// The floor for anything that forwards a pipe over loopback TCP: `head -c N /dev/zero`
+    /// into a 1 MiB pipe, one blocking thread reading 1 MiB chunks and writing them to a TCP
+    /// socket, one thread reading them back (no HTTP/2, no gRPC, no async runtime). Returns the
+    /// time.
+    ///
+    /// # Panics
+    ///
+    /// When a socket, the thread or `head` fails, or a byte is lost.
+    #[allow(clippy::expect_used, clippy::panic)]
+    pub fn pipe_tcp_relay(bytes: u64) -> Duration {
+        use std::os::fd::AsRawFd as _;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let addr = listener.local_addr().expect("its address");
+        let t = Instant::now();
+        let receiver = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().expect("the relay connects");
+            let mut buf = vec![0u8; 1 << 20];
+            let mut total = 0u64;
+            loop {
+                match conn.read(&mut buf).expect("read the relay") {
+                    0 => break total,
+                    n => total += n as u64,
+                }
+            }
+        });
+        let mut child = Command::new("/usr/bin/head")
+            .args(["-c", &bytes.to_string(), "/dev/zero"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("head runs");
+        let mut out = child.stdout.take().expect("head's stdout");
+        // SAFETY: F_SETPIPE_SZ on a pipe we own (envd sizes its pipes the same way).
+        unsafe {
+            libc::fcntl(out.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
+        }
+        let mut sock = std::net::TcpStream::connect(addr).expect("connect the relay");
+        sock.set_nodelay(true).expect("TCP_NODELAY");
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            match out.read(&mut buf).expect("read head's output") {
+                0 => break,
+                n => sock.write_all(&buf[..n]).expect("write the relay"),
+            }
+        }
+        drop(sock);
+        assert_eq!(receiver.join().expect("the receiver"), bytes, "every byte relayed");
+        child.wait().expect("head exits");
+        t.elapsed()
+    }
+}
+
 /// The path of the scriptable fake ACP agent (`src/bin/fake-acp-agent.rs` of this crate), built on
 /// first use.
 ///
