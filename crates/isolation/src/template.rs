@@ -29,6 +29,8 @@ const MAX_ID: u64 = 65535;
 const NOBODY: u32 = 65534;
 /// Longest path (bytes) accepted for an entry or a link target.
 const MAX_PATH: usize = 4096;
+/// Largest pax extended header accepted.
+const MAX_PAX: u64 = 1024 * 1024;
 /// Largest JSON document (index, manifest) read from an OCI layout.
 const MAX_JSON: u64 = 4 * 1024 * 1024;
 
@@ -196,16 +198,40 @@ impl TemplateCache {
     fn prepare_tarball(&self, path: &Path) -> Result<PreparedTemplate, IsolationError> {
         let io = |context| move |source| IsolationError::Io { context, source };
         let mut file = std::fs::File::open(path).map_err(io("open the template tarball"))?;
-        let size = file
-            .metadata()
-            .map_err(io("read the template tarball"))?
-            .len();
+        let meta = file.metadata().map_err(io("read the template tarball"))?;
+        let size = meta.len();
+        // Hashing a large tarball for every sandbox would cost seconds: the digest of this
+        // exact file (device, inode, size, mtime, ctime) is remembered in the cache.
+        let stamp = self.stamp_path(path);
+        let identity = format!(
+            "{} {} {} {} {} {}",
+            meta.dev(),
+            meta.ino(),
+            size,
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.ctime() * 1_000_000_000 + meta.ctime_nsec()
+        );
+        let remembered = std::fs::read_to_string(&stamp).ok().and_then(|s| {
+            let (id, hex) = s.trim_end().rsplit_once(' ')?;
+            (id == identity && digest_hex(&format!("sha256:{hex}")).is_ok()).then(|| hex.to_owned())
+        });
+        if let Some(hex) = remembered {
+            let dir = self.dir.join(format!("sha256-{hex}"));
+            if dir.is_dir() {
+                return Ok(PreparedTemplate {
+                    template: Template::Dir(dir),
+                    digest: Some(format!("sha256:{hex}")),
+                    unpacked: false,
+                });
+            }
+        }
         let mut hasher = Sha256::new();
         std::io::copy(&mut file, &mut hasher).map_err(io("read the template tarball"))?;
         let hex = hex::encode(hasher.finalize());
         let digest = format!("sha256:{hex}");
         let limits = self.limits;
-        self.unpack_once(path, &hex, size, |root, err| {
+        let result = self.unpack_once(path, &hex, size, |root, err| {
             file.seek(SeekFrom::Start(0))
                 .map_err(|e| err(None, ArchiveProblem::Invalid(format!("seek: {e}"))))?;
             let mut reader = HashingReader::new(&mut file);
@@ -221,12 +247,22 @@ impl TemplateCache {
                 ));
             }
             Ok(u.skipped_devices)
-        })
-        .map(|(dir, unpacked)| PreparedTemplate {
+        });
+        let (dir, unpacked) = result?;
+        // Best effort: without the stamp the next sandbox hashes the tarball again.
+        let _ = write_atomic(&stamp, format!("{identity} {hex}\n").as_bytes());
+        Ok(PreparedTemplate {
             template: Template::Dir(dir),
             digest: Some(digest),
             unpacked,
         })
+    }
+
+    /// `<dir>/.by-file/<sha256 of the tarball's absolute path>`: its identity and digest.
+    fn stamp_path(&self, path: &Path) -> PathBuf {
+        let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let key = hex::encode(Sha256::digest(abs.as_os_str().as_bytes()));
+        self.dir.join(".by-file").join(key)
     }
 
     fn prepare_oci(&self, layout: &Path) -> Result<PreparedTemplate, IsolationError> {
@@ -337,6 +373,7 @@ impl TemplateCache {
             return Ok((final_dir, false));
         }
         self.make_dir()?;
+        self.remove_stale_unpacks();
         let tmp = self.dir.join(format!(
             ".tmp-{name}-{}-{}",
             std::process::id(),
@@ -397,6 +434,30 @@ impl TemplateCache {
                     context: "move the unpacked template into the cache",
                     source,
                 })
+            }
+        }
+    }
+
+    /// Removes `.tmp-…-<pid>-<n>` directories of unpacks whose process is gone (killed
+    /// mid-unpack).
+    fn remove_stale_unpacks(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(".tmp-")) else {
+                continue;
+            };
+            let pid = rest
+                .rsplitn(3, '-')
+                .nth(1)
+                .and_then(|p| p.parse::<u32>().ok());
+            if let Some(pid) = pid
+                && pid != std::process::id()
+                && !Path::new(&format!("/proc/{pid}")).exists()
+            {
+                let _ = std::fs::remove_dir_all(e.path());
             }
         }
     }
@@ -623,6 +684,42 @@ struct Unpacker {
     created: HashSet<Vec<u8>>,
 }
 
+/// An entry's name, link target and ids after GNU long names and pax records.
+struct Meta {
+    path: Vec<u8>,
+    link: Option<Vec<u8>>,
+    uid: Option<u64>,
+    gid: Option<u64>,
+}
+
+impl Meta {
+    /// Applies a pax header's `path`, `linkpath`, `uid` and `gid`; a `size` other than the
+    /// header's is refused (it would change how the rest of the stream is read).
+    fn apply_pax(&mut self, pax: &[u8], header_size: u64) -> Result<(), ArchiveProblem> {
+        let bad = |what: &str| ArchiveProblem::Invalid(format!("bad pax record: {what}"));
+        for ext in tar::PaxExtensions::new(pax) {
+            let ext = ext.map_err(|e| bad(&e.to_string()))?;
+            let number = || {
+                std::str::from_utf8(ext.value_bytes())
+                    .ok()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or_else(|| bad("not a number"))
+            };
+            match ext.key_bytes() {
+                b"path" => self.path = ext.value_bytes().to_vec(),
+                b"linkpath" => self.link = Some(ext.value_bytes().to_vec()),
+                b"uid" => self.uid = Some(number()?),
+                b"gid" => self.gid = Some(number()?),
+                b"size" if number()? != header_size => {
+                    return Err(bad("a size other than the header's"));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A validated archive path: its normal components.
 fn components(raw: &[u8]) -> Result<Vec<&[u8]>, ArchiveProblem> {
     if raw.contains(&0) {
@@ -786,6 +883,23 @@ fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Writes `path` through a temporary file renamed over it.
+fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let tmp = path.with_extension(format!(
+        "tmp-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::write(&tmp, data)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
 fn clamp_id(id: u64) -> u32 {
     if id > MAX_ID { NOBODY } else { id as u32 }
 }
@@ -833,14 +947,17 @@ impl Unpacker {
         }
     }
 
+    /// Reads the entries one by one in raw mode: GNU long names and pax headers are read here,
+    /// bounded (the `tar` crate would read them whole into memory, whatever their size).
     fn entries_of<R: Read>(&mut self, r: R, err: ErrFn<'_>) -> Result<(), IsolationError> {
+        let tar_err = |e: std::io::Error| err(None, ArchiveProblem::Invalid(format!("tar: {e}")));
         let mut archive = tar::Archive::new(r);
-        let entries = archive
-            .entries()
-            .map_err(|e| err(None, ArchiveProblem::Invalid(format!("tar: {e}"))))?;
+        let entries = archive.entries().map_err(tar_err)?.raw(true);
+        let mut long_name: Option<Vec<u8>> = None;
+        let mut long_link: Option<Vec<u8>> = None;
+        let mut pax: Option<Vec<u8>> = None;
         for entry in entries {
-            let mut entry =
-                entry.map_err(|e| err(None, ArchiveProblem::Invalid(format!("tar: {e}"))))?;
+            let mut entry = entry.map_err(tar_err)?;
             self.entries += 1;
             if self.entries > self.limits.max_entries {
                 return Err(err(
@@ -848,9 +965,74 @@ impl Unpacker {
                     ArchiveProblem::TooManyEntries(self.limits.max_entries),
                 ));
             }
-            let raw = entry.path_bytes().into_owned();
-            let name = String::from_utf8_lossy(&raw).into_owned();
-            self.entry(&mut entry, &raw)
+            let kind = entry.header().entry_type();
+            let header_name = || String::from_utf8_lossy(&entry.header().path_bytes()).into_owned();
+            let bounded = |entry: &mut tar::Entry<'_, R>, max: u64, problem: ArchiveProblem| {
+                let name = String::from_utf8_lossy(&entry.header().path_bytes()).into_owned();
+                if entry.size() > max {
+                    return Err(err(Some(name), problem));
+                }
+                let mut data = Vec::new();
+                entry
+                    .take(max)
+                    .read_to_end(&mut data)
+                    .map_err(|e| err(Some(name), ArchiveProblem::Invalid(format!("tar: {e}"))))?;
+                // A GNU long name ends with a NUL.
+                if data.last() == Some(&0) {
+                    data.pop();
+                }
+                Ok(data)
+            };
+            match kind {
+                tar::EntryType::GNULongName => {
+                    long_name = Some(bounded(
+                        &mut entry,
+                        MAX_PATH as u64 + 1,
+                        ArchiveProblem::NameTooLong,
+                    )?);
+                    continue;
+                }
+                tar::EntryType::GNULongLink => {
+                    long_link = Some(bounded(
+                        &mut entry,
+                        MAX_PATH as u64 + 1,
+                        ArchiveProblem::NameTooLong,
+                    )?);
+                    continue;
+                }
+                tar::EntryType::XHeader => {
+                    pax = Some(bounded(
+                        &mut entry,
+                        MAX_PAX,
+                        ArchiveProblem::Invalid(format!("pax header larger than {MAX_PAX} bytes")),
+                    )?);
+                    continue;
+                }
+                tar::EntryType::XGlobalHeader => continue,
+                tar::EntryType::GNUSparse => {
+                    return Err(err(
+                        Some(header_name()),
+                        ArchiveProblem::Invalid("GNU sparse files are not supported".into()),
+                    ));
+                }
+                _ => {}
+            }
+            let mut meta = Meta {
+                path: long_name
+                    .take()
+                    .unwrap_or_else(|| entry.header().path_bytes().into_owned()),
+                link: long_link
+                    .take()
+                    .or_else(|| entry.header().link_name_bytes().map(|c| c.into_owned())),
+                uid: None,
+                gid: None,
+            };
+            if let Some(p) = pax.take() {
+                meta.apply_pax(&p, entry.size())
+                    .map_err(|problem| err(Some(header_name()), problem))?;
+            }
+            let name = String::from_utf8_lossy(&meta.path).into_owned();
+            self.entry(&mut entry, &meta)
                 .map_err(|problem| err(Some(name), problem))?;
         }
         Ok(())
@@ -899,10 +1081,10 @@ impl Unpacker {
     fn entry<R: Read>(
         &mut self,
         entry: &mut tar::Entry<'_, R>,
-        raw: &[u8],
+        meta: &Meta,
     ) -> Result<(), ArchiveProblem> {
         let io = |e: std::io::Error| ArchiveProblem::Invalid(e.to_string());
-        let comps = components(raw)?;
+        let comps = components(&meta.path)?;
         let kind = entry.header().entry_type();
         let Some(last) = comps.last().copied() else {
             // The root itself (`./`): it keeps its own owner and mode.
@@ -934,8 +1116,8 @@ impl Unpacker {
         let name = cstring(last)?;
         let header = entry.header();
         let mode = header.mode().map_err(io)? & 0o7777;
-        let uid = clamp_id(header.uid().map_err(io)?);
-        let gid = clamp_id(header.gid().map_err(io)?);
+        let uid = clamp_id(meta.uid.map_or_else(|| header.uid(), Ok).map_err(io)?);
+        let gid = clamp_id(meta.gid.map_or_else(|| header.gid(), Ok).map_err(io)?);
         let mtime = header.mtime().unwrap_or(0);
         let existing = stat_at(dir, &name).map_err(io)?;
         self.created.insert(comps.join(&b'/'));
@@ -955,10 +1137,10 @@ impl Unpacker {
         }
         match kind {
             T::Symlink => {
-                let target = entry
-                    .link_name_bytes()
-                    .ok_or_else(|| ArchiveProblem::Invalid("symlink without a target".into()))?
-                    .into_owned();
+                let target = meta
+                    .link
+                    .clone()
+                    .ok_or_else(|| ArchiveProblem::Invalid("symlink without a target".into()))?;
                 check_symlink(&comps, &target)?;
                 let t = cstring(&target)?;
                 // SAFETY: valid fd and C strings.
@@ -968,10 +1150,10 @@ impl Unpacker {
                 chown_chmod_at(dir, &name, uid, gid, None)
             }
             T::Link => {
-                let target = entry
-                    .link_name_bytes()
-                    .ok_or_else(|| ArchiveProblem::Invalid("hard link without a target".into()))?
-                    .into_owned();
+                let target = meta
+                    .link
+                    .clone()
+                    .ok_or_else(|| ArchiveProblem::Invalid("hard link without a target".into()))?;
                 let shown = String::from_utf8_lossy(&target).into_owned();
                 let bad = || ArchiveProblem::BadHardLink(shown.clone());
                 let tcomps = components(&target).map_err(|p| match p {

@@ -18,7 +18,7 @@ use sha2::Digest as _;
 fn main() {
     e2b_isolation::run_if_child();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let tests: [(&str, fn()); 9] = [
+    let tests: [(&str, fn()); 10] = [
         (
             "tarball_template_runs_with_its_own_files",
             tarball_template_runs_with_its_own_files,
@@ -54,6 +54,10 @@ fn main() {
         (
             "template_kinds_parse_from_paths",
             template_kinds_parse_from_paths,
+        ),
+        (
+            "long_names_and_pax_records_are_applied_and_bounded",
+            long_names_and_pax_records_are_applied_and_bounded,
         ),
     ];
     // The listing protocol of libtest, which cargo-nextest uses.
@@ -355,10 +359,15 @@ fn second_sandbox_reuses_the_unpacked_tarball() {
     assert_eq!(second.template, first.template);
     assert_eq!(second.digest, first.digest);
     let code = run(
-        &spec("reuse", template, dir.cache()),
+        &spec("reuse", template.clone(), dir.cache()),
         "read l < /unpacked-once && [ \"$l\" = cached ]",
     );
     assert_eq!(code, 0, "the sandbox did not use the cached tree");
+    // A changed tarball (same path) is hashed and unpacked again.
+    std::fs::write(&tarball, tiny_root("ID=changed").bytes()).unwrap();
+    let third = dir.cache().prepare(&template).unwrap();
+    assert!(third.unpacked, "a changed tarball was not unpacked again");
+    assert_ne!(third.digest, first.digest);
 }
 
 fn concurrent_unpacks_of_one_template_agree() {
@@ -370,6 +379,10 @@ fn concurrent_unpacks_of_one_template_agree() {
     }
     std::fs::write(&tarball, t.bytes()).unwrap();
     let template = Template::Archive(tarball);
+    // The leftover of an unpack killed midway (its process is gone) is cleaned up.
+    let stale = dir.0.join("cache/.tmp-sha256-0000-999999999-0/etc");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::set_permissions(dir.0.join("cache"), std::fs::Permissions::from_mode(0o700)).unwrap();
     let results: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..4)
             .map(|_| s.spawn(|| dir.cache().prepare(&template).unwrap()))
@@ -382,6 +395,7 @@ fn concurrent_unpacks_of_one_template_agree() {
     let cache: Vec<String> = std::fs::read_dir(dir.0.join("cache"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != ".by-file")
         .collect();
     assert_eq!(
         cache.len(),
@@ -793,4 +807,50 @@ fn template_kinds_parse_from_paths() {
     std::fs::write(dir.0.join("oci-layout"), "{}").unwrap();
     assert_eq!(parse(&d), Template::OciLayout(dir.0.clone()));
     assert!("".parse::<Template>().is_err());
+}
+
+fn long_names_and_pax_records_are_applied_and_bounded() {
+    let dir = HostDir::new("longnames");
+    // A 150-byte name (the builder writes a GNU long-name entry), and a pax `path` record.
+    let long = format!("deep/{}/file", "n".repeat(140));
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(3);
+    h.set_mode(0o644);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(0);
+    h.set_entry_type(tar::EntryType::Regular);
+    b.append_data(&mut h, &long, &b"abc"[..]).unwrap();
+    let mut a = Tar(b);
+    a.pax_path(b"from-pax").file("placeholder", b"pax", 0o644);
+    let tarball = dir.0.join("long.tar");
+    std::fs::write(&tarball, a.bytes()).unwrap();
+    let p = dir.cache().prepare(&Template::Archive(tarball)).unwrap();
+    let Template::Dir(tree) = p.template else {
+        panic!()
+    };
+    assert_eq!(std::fs::read(tree.join(&long)).unwrap(), b"abc");
+    assert_eq!(std::fs::read(tree.join("from-pax")).unwrap(), b"pax");
+    assert!(!tree.join("placeholder").exists());
+
+    // Long-name and pax entries that claim a gigabyte: refused from the header alone (the
+    // data is not even there), so nothing is read into memory.
+    for (kind, problem) in [
+        (tar::EntryType::GNULongName, "too long"),
+        (tar::EntryType::XHeader, "pax header larger"),
+    ] {
+        let mut h = header(kind, b"././@LongLink", 1 << 30, 0o644);
+        h.set_cksum();
+        let tarball = dir.0.join("bomb.tar");
+        std::fs::write(&tarball, h.as_bytes()).unwrap();
+        let err = dir
+            .cache()
+            .prepare(&Template::Archive(tarball))
+            .unwrap_err();
+        assert!(
+            matches!(err, IsolationError::Archive { .. }) && err.to_string().contains(problem),
+            "{kind:?}: {err}"
+        );
+    }
 }
