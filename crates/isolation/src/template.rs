@@ -449,10 +449,7 @@ impl TemplateCache {
             let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(".tmp-")) else {
                 continue;
             };
-            let pid = rest
-                .rsplitn(3, '-')
-                .nth(1)
-                .and_then(|p| p.parse::<u32>().ok());
+            let pid = rest.rsplit('-').nth(1).and_then(|p| p.parse::<u32>().ok());
             if let Some(pid) = pid
                 && pid != std::process::id()
                 && !Path::new(&format!("/proc/{pid}")).exists()
