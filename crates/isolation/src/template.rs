@@ -677,8 +677,9 @@ struct Unpacker {
     bytes: u64,
     entries: u64,
     skipped_devices: u64,
-    /// Paths created by the current layer (whiteouts affect only lower layers).
-    created: HashSet<Vec<u8>>,
+    /// Paths created by the current layer (whiteouts affect only lower layers), as 128-bit
+    /// hashes: a million 4 KiB names would otherwise be held in memory.
+    created: HashSet<[u8; 16]>,
 }
 
 /// An entry's name, link target and ids after GNU long names and pax records.
@@ -878,6 +879,14 @@ fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
         return Err(errno());
     }
     Ok(())
+}
+
+/// The set key of an archive path: its sha256, truncated to 128 bits.
+fn path_key(path: &[u8]) -> [u8; 16] {
+    let d = Sha256::digest(path);
+    let mut k = [0u8; 16];
+    k.copy_from_slice(d.get(..16).unwrap_or(&[0; 16]));
+    k
 }
 
 /// Writes `path` through a temporary file renamed over it.
@@ -1117,7 +1126,9 @@ impl Unpacker {
         let gid = clamp_id(meta.gid.map_or_else(|| header.gid(), Ok).map_err(io)?);
         let mtime = header.mtime().unwrap_or(0);
         let existing = stat_at(dir, &name).map_err(io)?;
-        self.created.insert(comps.join(&b'/'));
+        if self.oci {
+            self.created.insert(path_key(&comps.join(&b'/')));
+        }
         if kind == T::Directory {
             match existing {
                 Some(st) if is_dir(&st) => {}
@@ -1128,6 +1139,17 @@ impl Unpacker {
                 None => mkdir_at(dir, &name)?,
             }
             return chown_chmod_at(dir, &name, uid, gid, Some(mode));
+        }
+        if kind == T::Link
+            && existing.is_some()
+            && meta
+                .link
+                .as_deref()
+                .and_then(|t| components(t).ok())
+                .is_some_and(|t| t == comps)
+        {
+            // A hard link to itself (GNU tar writes one for a file named twice): nothing to do.
+            return Ok(());
         }
         if existing.is_some() {
             remove_all_at(dir, &name).map_err(io)?;
@@ -1250,7 +1272,7 @@ impl Unpacker {
             full.push(b'/');
         }
         full.extend_from_slice(target);
-        if self.created.contains(&full) {
+        if self.created.contains(&path_key(&full)) {
             return Ok(());
         }
         remove_all_at(parent.as_raw_fd(), &cstring(target)?).map_err(io)
@@ -1264,7 +1286,7 @@ impl Unpacker {
                 full.push(b'/');
             }
             full.extend_from_slice(child.to_bytes());
-            if !self.created.contains(&full) {
+            if !self.created.contains(&path_key(&full)) {
                 remove_all_at(dir, &child)?;
             } else if stat_at(dir, &child)?.is_some_and(|st| is_dir(&st)) {
                 let sub = openat_dir(dir, &child)?;

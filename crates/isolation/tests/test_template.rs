@@ -823,7 +823,11 @@ fn long_names_and_pax_records_are_applied_and_bounded() {
     h.set_entry_type(tar::EntryType::Regular);
     b.append_data(&mut h, &long, &b"abc"[..]).unwrap();
     let mut a = Tar(b);
-    a.pax_path(b"from-pax").file("placeholder", b"pax", 0o644);
+    a.pax_path(b"from-pax")
+        .file("placeholder", b"pax", 0o644)
+        // GNU tar's entry for a file named twice: a hard link to itself; and a real one.
+        .link(tar::EntryType::Link, "from-pax", "from-pax")
+        .link(tar::EntryType::Link, "second-name", "from-pax");
     let tarball = dir.0.join("long.tar");
     std::fs::write(&tarball, a.bytes()).unwrap();
     let p = dir.cache().prepare(&Template::Archive(tarball)).unwrap();
@@ -832,6 +836,11 @@ fn long_names_and_pax_records_are_applied_and_bounded() {
     };
     assert_eq!(std::fs::read(tree.join(&long)).unwrap(), b"abc");
     assert_eq!(std::fs::read(tree.join("from-pax")).unwrap(), b"pax");
+    assert_eq!(std::fs::read(tree.join("second-name")).unwrap(), b"pax");
+    assert_eq!(
+        std::fs::metadata(tree.join("from-pax")).unwrap().ino(),
+        std::fs::metadata(tree.join("second-name")).unwrap().ino()
+    );
     assert!(!tree.join("placeholder").exists());
 
     // Long-name and pax entries that claim a gigabyte: refused from the header alone (the
