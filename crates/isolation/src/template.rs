@@ -187,11 +187,23 @@ impl TemplateCache {
         };
         match template {
             Template::Base => Ok(plain(template)),
-            Template::Dir(p) if p.join("oci-layout").is_file() => self.prepare_oci(p),
-            Template::Dir(p) if p.is_file() => self.prepare_tarball(p),
+            Template::Dir(p) if p.join("oci-layout").is_file() => {
+                self.make_dir()?;
+                self.prepare_oci(p)
+            }
+            Template::Dir(p) if p.is_file() => {
+                self.make_dir()?;
+                self.prepare_tarball(p)
+            }
             Template::Dir(_) => Ok(plain(template)),
-            Template::Archive(p) => self.prepare_tarball(p),
-            Template::OciLayout(p) => self.prepare_oci(p),
+            Template::Archive(p) => {
+                self.make_dir()?;
+                self.prepare_tarball(p)
+            }
+            Template::OciLayout(p) => {
+                self.make_dir()?;
+                self.prepare_oci(p)
+            }
         }
     }
 

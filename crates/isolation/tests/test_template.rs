@@ -705,6 +705,16 @@ fn devices_are_skipped_and_ids_clamped() {
         std::fs::metadata(dir.0.join("cache")).unwrap().mode() & 0o777,
         0o700
     );
+    // A cache others may write to is refused, even when the tree is already there.
+    std::fs::set_permissions(dir.0.join("cache"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = dir
+        .cache()
+        .prepare(&Template::Archive(dir.0.join("dev.tar")))
+        .unwrap_err();
+    assert!(
+        matches!(err, IsolationError::Spec(_)) && err.to_string().contains("0700"),
+        "{err}"
+    );
 }
 
 fn size_and_entry_limits_are_enforced() {
