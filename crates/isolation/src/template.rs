@@ -1178,6 +1178,19 @@ impl Unpacker {
                 if unsafe { libc::symlinkat(t.as_ptr(), dir, name.as_ptr()) } != 0 {
                     return Err(io(errno()));
                 }
+                let time = libc::timespec {
+                    tv_sec: mtime as libc::time_t,
+                    tv_nsec: 0,
+                };
+                // SAFETY: valid fd, C string and two timespecs; the link itself is touched.
+                unsafe {
+                    libc::utimensat(
+                        dir,
+                        name.as_ptr(),
+                        [time, time].as_ptr(),
+                        libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                };
                 chown_chmod_at(dir, &name, uid, gid, None)
             }
             T::Link => {

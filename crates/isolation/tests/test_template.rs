@@ -329,6 +329,13 @@ fn tarball_template_runs_with_its_own_files() {
     );
     assert!(!tree.join("tmp/w").exists());
     assert_eq!(
+        std::fs::symlink_metadata(tree.join("etc/release-link"))
+            .unwrap()
+            .mtime(),
+        1_700_000_000,
+        "the symlink's own mtime was not kept"
+    );
+    assert_eq!(
         std::fs::metadata(tree.join("home-owned-by-user"))
             .unwrap()
             .uid(),
