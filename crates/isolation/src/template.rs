@@ -77,7 +77,9 @@ pub enum ArchiveProblem {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct UnpackLimits {
-    /// Total bytes of file content written (all layers together). Default 8 GiB.
+    /// Total bytes of entry data, as the archive declares it, of all entries (skipped ones
+    /// too) in all layers; file content written is also counted as it is written. Default
+    /// 8 GiB.
     pub max_bytes: u64,
     /// Number of archive entries (all layers together). Default 1,000,000.
     pub max_entries: u64,
@@ -687,6 +689,8 @@ struct Unpacker {
     /// OCI layer semantics: `.wh.` whiteouts.
     oci: bool,
     bytes: u64,
+    /// Declared data size of every entry read so far.
+    streamed: u64,
     entries: u64,
     skipped_devices: u64,
     /// Paths created by the current layer (whiteouts affect only lower layers), as 128-bit
@@ -929,6 +933,7 @@ impl Unpacker {
             limits,
             oci,
             bytes: 0,
+            streamed: 0,
             entries: 0,
             skipped_devices: 0,
             created: HashSet::new(),
@@ -985,6 +990,15 @@ impl Unpacker {
             }
             let kind = entry.header().entry_type();
             let header_name = || String::from_utf8_lossy(&entry.header().path_bytes()).into_owned();
+            // Every entry's data is read (skipped entries too): all of it counts, so a stream
+            // of huge ignored entries cannot keep the decompressor busy for hours.
+            self.streamed = self.streamed.saturating_add(entry.size());
+            if self.streamed > self.limits.max_bytes {
+                return Err(err(
+                    Some(header_name()),
+                    ArchiveProblem::TooLarge(self.limits.max_bytes),
+                ));
+            }
             let bounded = |entry: &mut tar::Entry<'_, R>, max: u64, problem: ArchiveProblem| {
                 let name = String::from_utf8_lossy(&entry.header().path_bytes()).into_owned();
                 if entry.size() > max {

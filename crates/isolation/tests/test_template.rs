@@ -764,6 +764,26 @@ fn size_and_entry_limits_are_enforced() {
         ),
         "{err}"
     );
+    // Skipped entries count too: a device entry declaring 2 GiB of data (not even present).
+    let mut h = header(tar::EntryType::Char, b"dev/huge", 2 << 30, 0o644);
+    h.set_cksum();
+    let tarball = dir.0.join("skipped.tar");
+    std::fs::write(&tarball, h.as_bytes()).unwrap();
+    let err = dir
+        .cache()
+        .with_limits(UnpackLimits::default().with_max_bytes(1 << 30))
+        .prepare(&Template::Archive(tarball))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            IsolationError::Archive {
+                problem: ArchiveProblem::TooLarge(_),
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert_eq!(std::fs::read_dir(dir.0.join("cache")).unwrap().count(), 0);
 }
 
