@@ -233,7 +233,8 @@ def main(argv: list[str]) -> int:
         args = ["cargo", "build", "--examples", "--locked"]
         for n in names:
             args += ["-p", n]
-        if not run(args):
+        # `Sandbox::local()` in the examples runs the isolated daemon binary (found next to them).
+        if not run(args) or not run(["cargo", "build", "-p", "e2b-envd", "--bin", "e2b-envd", "--locked"]):
             failed.append("examples build")
         else:
             target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))

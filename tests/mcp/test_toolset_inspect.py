@@ -32,7 +32,7 @@ async def test_inspect_sections_and_name_filter(kind, servers):
         assert sbx["id"] and sbx["envd"]["envd_version"], sbx
         assert sbx["envd"]["features"]["CloseStdin"] in (True, False), sbx
         assert sbx["limits"]["max_processes"] == 32, sbx
-        # The default sandbox is the embedded local one: not isolated, and inspect says so.
+        # This suite's sandbox is the embedded local one (--isolation none): inspect says so.
         assert sbx["isolation"] == "off" and "Sandbox::local" in sbx["isolation_detail"], sbx
 
         r = await s.call_tool(

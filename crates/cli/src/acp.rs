@@ -160,7 +160,6 @@ pub async fn acp(args: AcpArgs) -> Result<i32, CliError> {
         .map(Some),
     };
     let _ = sandbox.kill().await;
-    crate::run::stop_isolated().await;
     let sig = signalled.load(std::sync::atomic::Ordering::Acquire);
     if sig != 0 {
         eprintln!("e2b acp: received signal {sig}; the agent `{display}` was killed");

@@ -59,34 +59,16 @@ pub struct SandboxArgs {
     pub local: LocalIsolationArgs,
 }
 
-/// How the local sandbox (used without --sandbox) is isolated.
-#[derive(Debug, Clone, clap::Args)]
-pub struct LocalIsolationArgs {
-    /// The embedded local sandbox: `on` (default) runs it isolated (this binary as `e2b envd
-    /// --isolate --network none`: its own namespaces, root filesystem and limits, see
-    /// docs/isolation.md; Linux, root), `none` runs commands directly on this machine.
-    #[arg(
-        long,
-        value_name = "on|none",
-        default_value = "on",
-        env = "E2B_ISOLATION"
-    )]
-    pub isolation: String,
-    /// With isolation on: show a host path read-only inside the sandbox, at the same path or
-    /// at SANDBOX (repeatable).
-    #[arg(long = "mount-ro", value_name = "HOST[:SANDBOX]")]
-    pub mount_ro: Vec<String>,
-}
+/// How the local sandbox (used without --sandbox) is isolated: `--isolation`, `--network`,
+/// `--mount-ro` (shared with `e2b exec-server`).
+pub use e2b_exec_server::LocalSandboxArgs as LocalIsolationArgs;
 
-/// `e2b exec-server`: the server's options and the local sandbox's isolation.
+/// `e2b exec-server`: the server's options (with the local sandbox's isolation).
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExecServerCmd {
     /// The server's options.
     #[command(flatten)]
     pub args: e2b_exec_server::ExecServerArgs,
-    /// The local sandbox's isolation (without --sandbox).
-    #[command(flatten)]
-    pub local: LocalIsolationArgs,
 }
 
 /// `e2b run`.

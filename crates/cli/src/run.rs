@@ -25,94 +25,6 @@ pub enum CliError {
     Isolation(String),
 }
 
-/// Isolated daemons started by `--isolation on`; each dies with this process (parent-death
-/// signal) and takes its sandbox along.
-static ISOLATED: std::sync::Mutex<Vec<std::process::Child>> = std::sync::Mutex::new(Vec::new());
-
-/// A random access token for an isolated daemon (only this process can then call it).
-fn random_token() -> Result<String, CliError> {
-    use std::io::Read as _;
-    let mut bytes = [0u8; 24];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| CliError::Isolation(format!("read /dev/urandom for a token: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// Starts this binary as `e2b envd --isolate --network none [--mount-ro …]` on a free
-/// loopback port with a random access token (passed in its environment, not its command
-/// line); returns its URL and the token.
-fn start_isolated_envd(mounts: &[String]) -> Result<(String, String), CliError> {
-    if let Err(e) = e2b_isolation::probe().check(e2b_isolation::Network::None) {
-        return Err(CliError::Isolation(match e {
-            e2b_isolation::IsolationError::Unsupported { what, reason } => {
-                format!("{what} is not available: {reason}")
-            }
-            other => other.to_string(),
-        }));
-    }
-    let exe = std::env::current_exe()
-        .map_err(|e| CliError::Isolation(format!("find the e2b binary: {e}")))?;
-    let mut extra = vec!["--network".to_string(), "none".to_string()];
-    for m in mounts {
-        extra.push("--mount-ro".into());
-        extra.push(m.clone());
-    }
-    let token = random_token()?;
-    let env = [("E2B_ENVD_ACCESS_TOKEN".to_string(), token.clone())];
-    let (url, child) = e2b_envd::EnvdArgs::spawn_isolated_with_env(&exe, &["envd"], &extra, &env)
-        .map_err(|e| CliError::Isolation(e.to_string()))?;
-    if let Ok(mut all) = ISOLATED.lock() {
-        all.push(child);
-    }
-    Ok((url, token))
-}
-
-/// Stops the isolated daemons this process started: SIGTERM (the supervisor stops its
-/// sandbox and removes its cgroups), SIGKILL after 6 s. Without it they still die with this
-/// process (parent-death signal), but their empty cgroups would be left behind.
-pub(crate) async fn stop_isolated() {
-    let children: Vec<std::process::Child> = match ISOLATED.lock() {
-        Ok(mut all) => all.drain(..).collect(),
-        Err(_) => return,
-    };
-    for mut child in children {
-        if let Ok(pid) = i32::try_from(child.id()) {
-            // SAFETY: plain kill of our own child (not yet reaped, so the pid is still ours).
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-        }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(6);
-        loop {
-            match child.try_wait() {
-                Ok(Some(_)) | Err(_) => break,
-                Ok(None) if std::time::Instant::now() > deadline => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break;
-                }
-                Ok(None) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
-            }
-        }
-    }
-}
-
-/// Whether `--isolation` asks for isolation (`on`) or not (`none`, said on stderr).
-fn isolation_on(value: &str) -> Result<bool, CliError> {
-    match value {
-        "on" => Ok(true),
-        "none" => {
-            eprintln!(
-                "e2b: --isolation none: the local sandbox is not isolated; commands run directly \
-                 on this machine as this user"
-            );
-            Ok(false)
-        }
-        other => Err(CliError::Isolation(format!(
-            "unknown --isolation {other:?}: expected on or none"
-        ))),
-    }
-}
-
 /// Opens the sandbox the flags name: an existing sandbox of E2B's API at `--sandbox-id`, an
 /// envd at `--sandbox`, else the local one (isolated unless `--isolation none`).
 pub async fn open_sandbox(args: &SandboxArgs) -> Result<Sandbox, CliError> {
@@ -136,16 +48,23 @@ pub(crate) async fn open_sandbox_with_mounts(
             }
             Sandbox::connect(endpoint).await?
         }
-        None if isolation_on(&args.local.isolation)? => {
-            let mut mounts = args.local.mount_ro.clone();
-            for p in extra_mounts {
-                tracing::info!(path = %p.display(), "shown read-only in the sandbox");
-                mounts.push(p.display().to_string());
+        None => {
+            let isolated = args.local.isolation == "on";
+            let mut opts = args
+                .local
+                .options()
+                .map_err(|e| CliError::Isolation(e.to_string()))?;
+            if isolated {
+                for p in extra_mounts {
+                    tracing::info!(path = %p.display(), "shown read-only in the sandbox");
+                    opts = opts.mount_ro(p.display().to_string());
+                }
             }
-            let (url, token) = start_isolated_envd(&mounts)?;
-            Sandbox::connect(EnvdEndpoint::new(url).access_token(token)).await?
+            match Sandbox::local_with_options(opts).await {
+                Err(e2b::SandboxError::Isolated(m)) => return Err(CliError::Isolation(m)),
+                other => other?,
+            }
         }
-        None => Sandbox::local().await?,
     })
 }
 
@@ -163,26 +82,9 @@ pub(crate) async fn open_sandbox_with_mounts(
 /// Dropping the future stops the server; an isolated daemon it started dies with this
 /// process.
 pub async fn exec_server(cmd: crate::args::ExecServerCmd) -> Result<(), String> {
-    let mut args = cmd.args;
-    let in_api_sandbox = crate::sandbox_cmd::exec_server_api_id(&args).is_some();
-    if !in_api_sandbox
-        && args.sandbox.is_none()
-        && isolation_on(&cmd.local.isolation).map_err(|e| e.to_string())?
-    {
-        let (url, token) = start_isolated_envd(&cmd.local.mount_ro).map_err(|e| e.to_string())?;
-        // As `Sandbox::local_isolated()` names it (not the daemon's URL).
-        if args.sandbox_id.is_none() {
-            let port = url.rsplit(':').next().unwrap_or_default();
-            args.sandbox_id = Some(format!("local-isolated-{port}"));
-        }
-        args.sandbox = Some(url);
-        args.access_token = Some(token);
-    }
-    let result = crate::sandbox_cmd::exec_server(args)
+    crate::sandbox_cmd::exec_server(cmd.args)
         .await
-        .map_err(|e| e.to_string());
-    stop_isolated().await;
-    result
+        .map_err(|e| e.to_string())
 }
 
 pub(crate) fn command_line(argv: &[String]) -> CommandLine {
@@ -236,12 +138,10 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         }
         Err(e) => {
             let _ = sandbox.kill().await;
-            stop_isolated().await;
             return Err(e.into());
         }
     };
     let _ = sandbox.kill().await;
-    stop_isolated().await;
     Ok(code)
 }
 

@@ -9,7 +9,7 @@
 //! The daemon runs in a child process (this binary with `serve`) and each measurement in a
 //! fresh client process (this binary with `client`), so each peak RSS (`VmHWM`) is that of one
 //! client alone. The `in-process` rows are the exception: that client embeds its own daemon
-//! and calls it without a socket (as `e2b::Sandbox::local()` does), so their peak RSS covers
+//! and calls it without a socket (as `e2b::Sandbox::local_unisolated()` does), so their peak RSS covers
 //! client and daemon together.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -83,7 +83,7 @@ fn client(args: &[String]) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
         // `in-process`: this process embeds its own daemon and calls it without a socket, as
-        // `e2b::Sandbox::local()` does (the peak RSS then includes the daemon).
+        // `e2b::Sandbox::local_unisolated()` does (the peak RSS then includes the daemon).
         let mut _daemon = None;
         let conn = if transport == "in-process" {
             let config = e2b_envd::EnvdConfig::ephemeral().with_access_token("bench-token");

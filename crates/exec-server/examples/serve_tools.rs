@@ -1,4 +1,5 @@
-//! Serves the MCP exec tools on the embedded local sandbox, over stdio (default) or Streamable
+//! Serves the MCP exec tools on an isolated local sandbox (`Sandbox::local()`: needs root and
+//! `cargo build -p e2b-envd`), over stdio (default) or Streamable
 //! HTTP at `http://ADDR/mcp`, with `mount`/`unmount` enabled.
 //!
 //! ```text
@@ -25,7 +26,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
             server
                 .serve_http(addr.parse()?, stop, |bound| {
-                    eprintln!("serving http://{bound}/mcp (sandbox on this machine)");
+                    eprintln!("serving http://{bound}/mcp (an isolated local sandbox)");
                 })
                 .await?;
         }

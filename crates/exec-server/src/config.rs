@@ -37,6 +37,10 @@ pub struct ExecServerArgs {
     #[arg(long, env = "E2B_ACCESS_TOKEN", hide_env_values = true)]
     pub access_token: Option<String>,
 
+    /// The local sandbox's isolation (used without --sandbox).
+    #[command(flatten)]
+    pub local: LocalSandboxArgs,
+
     /// The sandbox id to report (default: the sandbox's own id).
     #[arg(long, env = "SANDBOX_ID")]
     pub sandbox_id: Option<String>,
@@ -165,6 +169,7 @@ impl Default for ExecServerArgs {
             port: 3005,
             sandbox: None,
             access_token: None,
+            local: LocalSandboxArgs::default(),
             sandbox_id: None,
             api_key: None,
             insecure_no_auth: false,
@@ -188,6 +193,85 @@ impl Default for ExecServerArgs {
             allow_mount: false,
             upload_idle_seconds: 600.0,
             max_mounts: crate::mounts::DEFAULT_MAX_MOUNTS,
+        }
+    }
+}
+
+/// How the local sandbox (the one used without `--sandbox`) is isolated: the flags of
+/// `e2b-exec-server`, `e2b exec-server`, `e2b run` and `e2b acp`.
+///
+/// Flatten it into a clap command with `#[command(flatten)]`.
+#[derive(Debug, Clone, clap::Args)]
+#[non_exhaustive]
+pub struct LocalSandboxArgs {
+    /// `on` (default): the local sandbox is isolated (`e2b-envd --isolate`: its own user,
+    /// mount, PID, UTS, IPC and network namespaces, root filesystem and limits; see
+    /// docs/isolation.md; Linux, root). `none`: commands run directly on this machine as this
+    /// user (said on stderr).
+    #[arg(
+        long,
+        value_name = "on|none",
+        default_value = "on",
+        env = "E2B_ISOLATION"
+    )]
+    pub isolation: String,
+    /// With isolation on: the sandbox's network. `internet` (default, as E2B's
+    /// `allow_internet_access`): outbound through `pasta` or `slirp4netns`, not the host's
+    /// loopback; `none`: loopback only; `host`: the host's network, shared.
+    #[arg(
+        long,
+        value_name = "internet|none|host",
+        default_value = "internet",
+        env = "E2B_NETWORK"
+    )]
+    pub network: String,
+    /// With isolation on: show a host path read-only inside the sandbox, at the same path or
+    /// at SANDBOX (repeatable).
+    #[arg(long = "mount-ro", value_name = "HOST[:SANDBOX]")]
+    pub mount_ro: Vec<String>,
+}
+
+impl Default for LocalSandboxArgs {
+    fn default() -> Self {
+        Self {
+            isolation: "on".into(),
+            network: "internet".into(),
+            mount_ro: Vec::new(),
+        }
+    }
+}
+
+impl LocalSandboxArgs {
+    /// The local sandbox's options these flags describe. `--isolation none` is said on stderr
+    /// (the sandbox is then this machine).
+    ///
+    /// # Errors
+    ///
+    /// [`ExecServerError::Config`] for an unknown `--isolation` or `--network` value.
+    pub fn options(&self) -> Result<e2b::LocalOptions, ExecServerError> {
+        match self.isolation.as_str() {
+            "on" => {
+                let network: e2b::LocalNetwork = self
+                    .network
+                    .parse()
+                    .map_err(|e: String| ExecServerError::Config(format!("--network: {e}")))?;
+                Ok(self
+                    .mount_ro
+                    .iter()
+                    .fold(e2b::LocalOptions::isolated().network(network), |o, m| {
+                        o.mount_ro(m.clone())
+                    }))
+            }
+            "none" => {
+                eprintln!(
+                    "e2b: --isolation none: the local sandbox is not isolated; commands run \
+                     directly on this machine as this user"
+                );
+                Ok(e2b::LocalOptions::unisolated())
+            }
+            other => Err(ExecServerError::Config(format!(
+                "unknown --isolation {other:?}: expected on or none"
+            ))),
         }
     }
 }

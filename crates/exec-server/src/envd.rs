@@ -40,11 +40,17 @@ impl EnvdBackend {
         Ok(Self::new(sandbox))
     }
 
-    /// A backend on a new embedded local sandbox (`Sandbox::local()`).
-    pub(crate) async fn local() -> Result<Self, BackendError> {
-        let sandbox = e2b::Sandbox::local().await.map_err(|e| {
-            BackendError::new(format!("starting the embedded local sandbox failed: {e}"))
-        })?;
+    /// A backend on a new local sandbox (isolated unless `opts` say otherwise).
+    pub(crate) async fn local(opts: e2b::LocalOptions) -> Result<Self, BackendError> {
+        let sandbox = e2b::Sandbox::local_with_options(opts)
+            .await
+            .map_err(|e| match e {
+                e2b::SandboxError::Isolated(m) => BackendError::new(format!(
+                    "the isolated local sandbox could not start: {m} (--isolation none runs \
+                     without isolation, on this machine)"
+                )),
+                e => BackendError::new(format!("starting the local sandbox failed: {e}")),
+            })?;
         Ok(Self::new(sandbox))
     }
 
@@ -138,11 +144,11 @@ async fn isolation_of(b: &EnvdBackend) -> (&'static str, String) {
     let uid = std::fs::metadata("/proc/self")
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m).to_string())
         .unwrap_or_else(|_| "?".into());
-    if b.sandbox.is_local() {
+    if b.sandbox.is_embedded() {
         return (
             "off",
             format!(
-                "the embedded local sandbox (Sandbox::local()): commands run directly on this machine as this server's user (uid {uid}), with that user's powers. For isolation, run the server against an isolated envd (--sandbox URL of `e2b envd --isolate` or of a sandbox of `e2b serve`)"
+                "the embedded local sandbox (Sandbox::local_unisolated(), --isolation none): commands run directly on this machine as this server's user (uid {uid}), with that user's powers. For isolation, drop --isolation none (the default local sandbox is isolated) or run the server against an isolated envd (--sandbox URL of `e2b envd --isolate` or of a sandbox of `e2b serve`)"
             ),
         );
     }

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 pub use catalog::{
     CATALOG_JSON, CATALOG_MD, catalog_json, catalog_markdown, check_catalog, write_catalog,
 };
-pub use config::ExecServerArgs;
+pub use config::{ExecServerArgs, LocalSandboxArgs};
 pub use error::ExecServerError;
 
 use crate::backend::SandboxBackend;
@@ -49,8 +49,8 @@ impl std::fmt::Debug for ExecServerHandle {
 }
 
 impl ExecServerHandle {
-    /// Opens the sandbox named by `args` (`--sandbox URL` or the embedded local one) and
-    /// prepares the server.
+    /// Opens the sandbox named by `args` (`--sandbox URL`, else the local one as
+    /// [`ExecServerArgs::local`] says: isolated by default) and prepares the server.
     pub async fn open(args: ExecServerArgs) -> Result<Self, ExecServerError> {
         args.validate()?;
         let backend = open_backend(&args).await?;
@@ -262,7 +262,7 @@ async fn shutdown_signal() {
 async fn open_backend(args: &ExecServerArgs) -> Result<Arc<dyn SandboxBackend>, ExecServerError> {
     let backend = match &args.sandbox {
         Some(url) => envd::EnvdBackend::remote(url, args.access_token.as_deref()).await,
-        None => envd::EnvdBackend::local().await,
+        None => envd::EnvdBackend::local(args.local.options()?).await,
     }
     .map_err(|e| ExecServerError::Sandbox(e.message))?;
     Ok(Arc::new(backend))

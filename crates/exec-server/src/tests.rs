@@ -23,7 +23,9 @@ async fn pair_with<H: rmcp::ClientHandler>(
     handler: H,
 ) -> RunningService<RoleClient, H> {
     args.sandbox_id = Some("test-sbx".into());
-    let backend = EnvdBackend::local().await.expect("embedded local sandbox");
+    let backend = EnvdBackend::local(e2b::LocalOptions::unisolated())
+        .await
+        .expect("embedded local sandbox");
     let handle = ExecServerHandle::with_backend(args, Arc::new(backend));
     let (c, s) = tokio::io::duplex(1 << 20);
     let id = handle.sandbox_id().to_owned();
@@ -864,15 +866,33 @@ async fn abandoned_chunked_uploads_leave_no_staged_parts() {
 }
 
 #[tokio::test]
+async fn the_default_local_sandbox_is_isolated() {
+    use crate::backend::SandboxBackend as _;
+    // What `e2b-exec-server` without --sandbox and --isolation opens.
+    let opts = ExecServerArgs::default().local.options().unwrap();
+    let backend = EnvdBackend::local(opts).await.unwrap_or_else(|e| {
+        panic!(
+            "the isolated local sandbox did not start (it needs root, user namespaces, pasta or \
+             slirp4netns and the e2b-envd binary: `cargo build -p e2b-envd`): {}",
+            e.message
+        )
+    });
+    let iso = backend.isolation().await;
+    assert_eq!(iso["isolation"], json!("on"), "{iso}");
+}
+
+#[tokio::test]
 async fn isolation_is_probed_for_an_envd_url_on_this_machine() {
     use crate::backend::SandboxBackend as _;
     // The embedded sandbox: known without a probe.
-    let local = EnvdBackend::local().await.unwrap();
+    let local = EnvdBackend::local(e2b::LocalOptions::unisolated())
+        .await
+        .unwrap();
     let iso = local.isolation().await;
     assert_eq!(iso["isolation"], json!("off"), "{iso}");
     // The same daemon reached by URL, as `--sandbox` does: its commands run in this process's
     // namespaces, which the probe sees.
-    let sandbox = e2b::Sandbox::local().await.unwrap();
+    let sandbox = e2b::Sandbox::local_unisolated().await.unwrap();
     let remote = EnvdBackend::remote(sandbox.url(), sandbox.connection().access_token())
         .await
         .unwrap();

@@ -382,6 +382,32 @@ fn attach_ro_bind(r: &str, bind: &RoBind) -> Result<(), String> {
     sys::move_mount(bind.fd.as_raw_fd(), &cur)
 }
 
+/// An anonymous in-memory file (close-on-exec), or `None` where the kernel has none.
+fn memfd(name: &str) -> Option<std::fs::File> {
+    let name = CString::new(name).ok()?;
+    // SAFETY: plain memfd_create with a valid C string.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    // SAFETY: a fresh fd that nothing else owns.
+    (fd >= 0).then(|| unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
+/// The last 2 KiB of what a helper wrote to `file`, on one line.
+fn tail_of(file: std::fs::File) -> String {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut file = file;
+    let len = file.seek(SeekFrom::End(0)).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(2048)));
+    let mut buf = Vec::new();
+    let _ = file.take(2048).read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.is_empty() {
+        "it printed nothing".into()
+    } else {
+        format!("it said: {text}")
+    }
+}
+
 /// Starts the NAT helper for the holder's namespaces. Returns the fds stage 1 must keep (the
 /// helper exits when they close, that is when stage 1 exits).
 fn start_nat(spec: &ChildSpec, nat: &Nat, holder: libc::pid_t) -> Result<Vec<OwnedFd>, String> {
@@ -402,12 +428,18 @@ fn start_nat(spec: &ChildSpec, nat: &Nat, holder: libc::pid_t) -> Result<Vec<Own
                 holder.to_string(),
                 "tap0".into(),
             ];
+            // slirp4netns has no quiet mode: its chatter goes to an anonymous memory file,
+            // shown only when it fails (the user's terminal carries the sandbox's own output).
+            let log = memfd("e2b-slirp4netns-log");
             let pid = fork()?;
             if pid == 0 {
                 unblock_all_signals();
-                // Its chatter goes to stderr: stdout may carry the supervisor's own output.
-                // SAFETY: plain dup2.
-                unsafe { libc::dup2(2, 1) };
+                let out = log.as_ref().map_or(2, |f| f.as_raw_fd());
+                // SAFETY: plain dup2 (stdout may carry the supervisor's own output).
+                unsafe {
+                    libc::dup2(out, 1);
+                    libc::dup2(out, 2);
+                }
                 clear_cloexec(ready_w.as_raw_fd());
                 clear_cloexec(exit_r.as_raw_fd());
                 exec_path(&bin_s, &argv);
@@ -416,8 +448,9 @@ fn start_nat(spec: &ChildSpec, nat: &Nat, holder: libc::pid_t) -> Result<Vec<Own
             drop(exit_r);
             if !read_byte(ready_r.as_raw_fd()) {
                 return Err(format!(
-                    "{bin_s} did not configure the sandbox's network (see its messages above); \
-                     use --network none to run without network"
+                    "{bin_s} did not configure the sandbox's network ({}); use --network none \
+                     to run without network",
+                    log.map_or_else(|| "see its messages above".into(), tail_of)
                 ));
             }
             Ok(vec![exit_w])

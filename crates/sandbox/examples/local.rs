@@ -1,11 +1,13 @@
-//! A local sandbox: the embedded envd, its commands and files, then kill.
+//! A local sandbox: an isolated envd, its commands and files, then kill.
 //!
 //! ```sh
 //! cargo run -p e2b --example local
 //! ```
 //!
-//! No account and no network: `Sandbox::local()` starts envd inside this process on a free
-//! loopback port, with a random access token and a temporary working directory.
+//! No account and no network: `Sandbox::local()` starts `e2b-envd --isolate` (build it with
+//! `cargo build -p e2b-envd`; Linux, root) on a free loopback port with a random access token:
+//! its own namespaces, root filesystem and limits. `Sandbox::local_unisolated()` embeds the
+//! daemon in this process instead (no binary, no privileges; commands run on this machine).
 
 use e2b::{CommandOptions, OutputCallback, Sandbox};
 
@@ -23,36 +25,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let out = sandbox
         .commands()
         .run(
-            "echo hello from $(pwd); uname -sr",
+            "echo hello from $(hostname) in $(pwd) as $(whoami)",
             CommandOptions::new().on_stdout(OutputCallback::text(|s: &str| print!("  | {s}"))),
         )
         .await?;
     println!("exit code {}", out.exit_code);
 
-    // Files. Relative file paths resolve against the user's home, as in E2B; commands run in
-    // the sandbox's working directory. Absolute paths in that directory keep this example tidy.
-    let workdir = sandbox
-        .workdir()
-        .ok_or("a local sandbox has a temporary working directory")?
-        .display()
-        .to_string();
-    let notes = format!("{workdir}/notes");
+    // Files. Relative paths resolve against the user's home (`/home/user`, as on E2B), which
+    // is the sandbox's own: nothing here touches this machine's files.
     sandbox
         .files()
-        .write(&format!("{notes}/hello.txt"), "hi from the host\n")
+        .write("notes/hello.txt", "hi from the host\n")
         .await?;
     let cat = sandbox
         .commands()
-        .run("cat notes/hello.txt", CommandOptions::new().check(true))
+        .run("cat ~/notes/hello.txt", CommandOptions::new().check(true))
         .await?;
     print!("the sandbox reads: {}", cat.stdout);
-    let listed = sandbox.files().list(&notes, 1).await?;
+    let listed = sandbox.files().list("notes", 1).await?;
     println!(
         "notes/ holds {:?}",
         listed.iter().map(|e| &e.name).collect::<Vec<_>>()
     );
 
-    // Kill: every process it started is killed and reaped, the workdir removed.
+    // Kill: every process in the sandbox is killed, its daemon stopped and its root removed.
     sandbox.kill().await?;
     Ok(())
 }

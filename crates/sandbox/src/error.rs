@@ -39,10 +39,12 @@ pub enum SandboxError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
-    /// An isolated local sandbox ([`Sandbox::local_isolated`](crate::Sandbox::local_isolated))
-    /// could not start; the message names what is missing (root, user namespaces, the daemon
+    /// An isolated local sandbox ([`Sandbox::local`](crate::Sandbox::local)) could not start;
+    /// the message names what is missing (root, user namespaces, the NAT helper, the daemon
     /// binary) or why the daemon did not start. There is no fallback to an unisolated sandbox.
-    #[error("the isolated local sandbox could not start: {0}")]
+    #[error(
+        "the isolated local sandbox could not start: {0} (Sandbox::local_unisolated() runs without isolation, on this machine)"
+    )]
     Isolated(String),
     /// The control plane refused or failed to create the sandbox.
     #[error("the control plane could not create the sandbox: {0}")]

@@ -24,7 +24,7 @@ pub use sandbox::{LocalTransport, Sandbox};
 #[cfg(feature = "local")]
 pub use e2b_envd::EnvdConfig;
 #[cfg(feature = "local")]
-pub use local::LocalOptions;
+pub use local::{LocalNetwork, LocalOptions};
 
 /// The commands client and its types (`e2b-commands`).
 pub use e2b_commands::{

@@ -104,26 +104,92 @@ impl Drop for LocalDaemon {
     }
 }
 
+/// The network of an isolated local sandbox ([`LocalOptions::network`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum LocalNetwork {
+    /// Its own network namespace with outbound access through a user-mode NAT (`pasta` or
+    /// `slirp4netns`), without the host's loopback: E2B's default (`allow_internet_access`).
+    #[default]
+    Internet,
+    /// Its own network namespace with only a loopback interface: nothing leaves it.
+    None,
+    /// The host's network namespace, shared: the sandbox reaches every host port.
+    Host,
+}
+
+impl LocalNetwork {
+    /// The daemon flag's value (`--network internet|none|host`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Internet => "internet",
+            Self::None => "none",
+            Self::Host => "host",
+        }
+    }
+}
+
+impl std::str::FromStr for LocalNetwork {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "internet" => Ok(Self::Internet),
+            "none" => Ok(Self::None),
+            "host" => Ok(Self::Host),
+            other => Err(format!(
+                "unknown network {other:?}: expected internet, none or host"
+            )),
+        }
+    }
+}
+
 /// Options of a local sandbox started with [`Sandbox::local_with_options`](crate::Sandbox::local_with_options).
-#[derive(Debug, Clone, Default)]
+///
+/// The default is isolated, as [`Sandbox::local`](crate::Sandbox::local) is: the daemon runs
+/// as `e2b-envd --isolate` in its own namespaces, root filesystem and limits.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct LocalOptions {
     pub(crate) isolated: bool,
+    pub(crate) network: LocalNetwork,
     pub(crate) mounts_ro: Vec<String>,
     pub(crate) envd_bin: Option<PathBuf>,
 }
 
+impl Default for LocalOptions {
+    fn default() -> Self {
+        Self::isolated()
+    }
+}
+
 impl LocalOptions {
-    /// Options for an isolated local sandbox: the daemon runs as `e2b-envd --isolate --network
-    /// none` (its own user, mount, PID, UTS, IPC and network namespaces, the `base` template,
-    /// cgroup limits; Linux, root; see the project's docs/isolation.md). The default
-    /// ([`LocalOptions::default`]) is not isolated: the daemon is embedded in this process and
-    /// commands run on this machine.
+    /// Options for an isolated local sandbox (the default): the daemon runs as `e2b-envd
+    /// --isolate` (its own user, mount, PID, UTS, IPC and network namespaces, the `base`
+    /// template, cgroup limits; Linux, root; see the project's docs/isolation.md).
     pub fn isolated() -> Self {
         Self {
             isolated: true,
-            ..Self::default()
+            network: LocalNetwork::default(),
+            mounts_ro: Vec::new(),
+            envd_bin: None,
         }
+    }
+
+    /// Options for an unisolated local sandbox: the daemon is embedded in this process and
+    /// commands run directly on this machine as this user, as
+    /// [`Sandbox::local_unisolated`](crate::Sandbox::local_unisolated).
+    pub fn unisolated() -> Self {
+        Self {
+            isolated: false,
+            ..Self::isolated()
+        }
+    }
+
+    /// Sets the isolated sandbox's network. Default: [`LocalNetwork::Internet`] (needs `pasta`
+    /// or `slirp4netns`; starting fails naming the package otherwise).
+    pub fn network(mut self, network: LocalNetwork) -> Self {
+        self.network = network;
+        self
     }
 
     /// Adds a host path shown read-only inside an isolated sandbox, as `HOST[:SANDBOX]`.
@@ -135,7 +201,8 @@ impl LocalOptions {
 
     /// Sets the daemon binary for an isolated sandbox (`e2b-envd`, or `e2b`, which is run as
     /// `e2b envd`). Default: `E2B_ENVD_BIN`, else `e2b-envd` next to this program (or one
-    /// directory up, for test binaries in `target/*/deps`), else on `PATH`.
+    /// directory up, for test binaries in `target/*/deps`), else on `PATH`. The `e2b` CLI uses
+    /// itself (`e2b envd`).
     pub fn envd_bin(mut self, path: impl Into<PathBuf>) -> Self {
         self.envd_bin = Some(path.into());
         self
@@ -165,10 +232,16 @@ fn find_envd_bin(explicit: Option<&Path>) -> Result<(PathBuf, Vec<&'static str>)
             )))
         };
     }
-    let mut dirs = Vec::new();
-    if let Ok(exe) = std::env::current_exe()
-        && let Some(dir) = exe.parent()
+    let exe = std::env::current_exe().ok();
+    // The `e2b` CLI has the daemon built in (`e2b envd`).
+    if let Some(exe) = exe
+        .as_ref()
+        .filter(|e| e.file_name().is_some_and(|n| n == "e2b"))
     {
+        return Ok((exe.clone(), vec!["envd"]));
+    }
+    let mut dirs = Vec::new();
+    if let Some(dir) = exe.as_deref().and_then(Path::parent) {
         dirs.push(dir.to_path_buf());
         if let Some(up) = dir.parent() {
             dirs.push(up.to_path_buf());
@@ -184,14 +257,13 @@ fn find_envd_bin(explicit: Option<&Path>) -> Result<(PathBuf, Vec<&'static str>)
         .ok_or_else(|| {
             SandboxError::Isolated(
                 "an isolated local sandbox needs the e2b-envd binary: set E2B_ENVD_BIN, put it \
-                 next to this program or on PATH (cargo install e2b-envd), or use \
-                 Sandbox::local() without isolation"
+                 next to this program or on PATH (cargo install e2b-envd)"
                     .into(),
             )
         })
 }
 
-/// A daemon started as `e2b-envd --isolate` for [`LocalOptions::isolated`].
+/// A daemon started as `e2b-envd --isolate` for [`LocalOptions::isolated`] (the default).
 pub(crate) struct IsolatedDaemon {
     child: Option<std::process::Child>,
     url: String,
@@ -209,27 +281,31 @@ impl std::fmt::Debug for IsolatedDaemon {
 
 impl IsolatedDaemon {
     pub(crate) async fn start(opts: &LocalOptions) -> Result<Self, SandboxError> {
-        e2b_envd::EnvdArgs::check_isolation("none")
+        let network = opts.network.as_str();
+        e2b_envd::EnvdArgs::check_isolation(network)
             .map_err(|e| SandboxError::Isolated(format!("isolation: {e}")))?;
         let (bin, prefix) = find_envd_bin(opts.envd_bin.as_deref())?;
         let token = random_token();
-        let mut extra = vec!["--network".to_string(), "none".to_string()];
+        let mut extra = vec!["--network".to_string(), network.to_string()];
         for m in &opts.mounts_ro {
             extra.push("--mount-ro".into());
             extra.push(m.clone());
         }
         let env = vec![("E2B_ENVD_ACCESS_TOKEN".to_string(), token.clone())];
-        let (url, child) = tokio::task::spawn_blocking(move || {
-            e2b_envd::EnvdArgs::spawn_isolated_with_env(&bin, &prefix, &extra, &env)
+        // The daemon is owned (and its Drop kills it) inside the blocking task: a caller that
+        // drops this future while the daemon starts does not leave it running.
+        tokio::task::spawn_blocking(move || {
+            let (url, child) =
+                e2b_envd::EnvdArgs::spawn_isolated_with_env(&bin, &prefix, &extra, &env)
+                    .map_err(|e| SandboxError::Isolated(format!("isolation: {e}")))?;
+            Ok(Self {
+                child: Some(child),
+                url,
+                token,
+            })
         })
         .await
         .map_err(|e| SandboxError::Isolated(format!("start the isolated daemon: {e}")))?
-        .map_err(|e| SandboxError::Isolated(format!("isolation: {e}")))?;
-        Ok(Self {
-            child: Some(child),
-            url,
-            token,
-        })
     }
 
     pub(crate) fn url(&self) -> &str {
@@ -268,20 +344,33 @@ impl Drop for IsolatedDaemon {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
             terminate(&child);
-            // Reaped off the caller's thread; killed if it does not stop in time.
+            // A short wait here lets the supervisor remove its sandbox's cgroups even when the
+            // program exits right after the drop (its parent-death signal would cut that
+            // short); a supervisor that needs longer is reaped off the caller's thread, and
+            // killed if it does not stop in time.
+            if wait_until(&mut child, std::time::Duration::from_secs(1)) {
+                return;
+            }
             let _ = std::thread::Builder::new()
                 .name("e2b-isolated-reaper".into())
                 .spawn(move || {
-                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(6);
-                    while matches!(child.try_wait(), Ok(None)) {
-                        if std::time::Instant::now() > deadline {
-                            let _ = child.kill();
-                            let _ = child.wait();
-                            break;
-                        }
-                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    if !wait_until(&mut child, std::time::Duration::from_secs(5)) {
+                        let _ = child.kill();
+                        let _ = child.wait();
                     }
                 });
+        }
+    }
+}
+
+/// Polls `child` until it exits (true) or `limit` passes (false).
+fn wait_until(child: &mut std::process::Child, limit: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return true,
+            Ok(None) if std::time::Instant::now() >= deadline => return false,
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(5)),
         }
     }
 }

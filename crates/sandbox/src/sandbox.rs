@@ -8,7 +8,7 @@ use e2b_filesystem::Filesystem;
 use crate::control::{ControlPlane, CreateOptions};
 use crate::error::SandboxError;
 
-/// How a [`Sandbox::local`] sandbox's own clients reach its embedded daemon.
+/// How a [`Sandbox::local_unisolated`] sandbox's own clients reach its embedded daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum LocalTransport {
@@ -25,8 +25,8 @@ pub enum LocalTransport {
 
 /// One sandbox: an envd and the clients that talk to it.
 ///
-/// Dropping a sandbox from [`Sandbox::local`] stops its daemon and kills every process it
-/// started; dropping a connected sandbox only closes the connection.
+/// Dropping a local sandbox ([`Sandbox::local`], [`Sandbox::local_unisolated`]) stops its
+/// daemon and kills every process it started; dropping a connected sandbox only closes the connection.
 #[derive(Debug)]
 pub struct Sandbox {
     id: String,
@@ -43,10 +43,54 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// Starts the embedded envd on `127.0.0.1:<free port>` with a random access token and a
-    /// fresh temporary directory as the default working directory, and connects to it: this
-    /// sandbox's own clients call the daemon in-process ([`LocalTransport::InProcess`]), while
-    /// the port serves everything outside the program (the official SDKs, `curl`).
+    /// A local sandbox, isolated: the daemon runs as `e2b-envd --isolate --network internet`
+    /// (a separate process in its own user, mount, PID, UTS, IPC and network namespaces, the
+    /// `base` template's root filesystem with a private `/home/user` and `/tmp`, cgroup limits;
+    /// see the project's docs/isolation.md), bound to a free loopback port with a random access
+    /// token; this sandbox's clients call it over that port. What a command does stays inside:
+    /// it cannot read your home directory, see or signal your processes, or outlive the
+    /// sandbox. Dropping or killing the sandbox stops the daemon and every process in it.
+    ///
+    /// Linux, as root, with `pasta` or `slirp4netns` for the network (or
+    /// [`LocalOptions::network`](crate::LocalOptions::network) `None`); the daemon binary is
+    /// found as [`LocalOptions::envd_bin`](crate::LocalOptions::envd_bin) says. Where any of that
+    /// is missing, this fails saying what and how; it never falls back to an unisolated
+    /// sandbox: [`local_unisolated`](Self::local_unisolated) is that, asked for explicitly.
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::Isolated`] naming what is missing (root, user namespaces, the NAT
+    /// helper, the binary) or why the daemon did not start.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a daemon started before the future is dropped is stopped.
+    #[cfg(feature = "local")]
+    pub async fn local() -> Result<Sandbox, SandboxError> {
+        Self::local_with_options(crate::local::LocalOptions::default()).await
+    }
+
+    /// The same as [`local`](Self::local) (kept for callers that name the isolation).
+    ///
+    /// # Errors
+    ///
+    /// As [`local`](Self::local).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`local`](Self::local).
+    #[cfg(feature = "local")]
+    pub async fn local_isolated() -> Result<Sandbox, SandboxError> {
+        Self::local_with_options(crate::local::LocalOptions::isolated()).await
+    }
+
+    /// An unisolated local sandbox: the embedded envd on `127.0.0.1:<free port>` in this
+    /// process, with a random access token and a fresh temporary directory as the default
+    /// working directory. Commands run directly on this machine as this user, with its powers
+    /// (use it for your own trusted work, tests of the daemon, or where isolation cannot run;
+    /// never for an untrusted agent). This sandbox's own clients call the daemon in-process
+    /// ([`LocalTransport::InProcess`]), while the port serves everything outside the program
+    /// (the official SDKs, `curl`). Needs no binary and no privileges.
     ///
     /// # Errors
     ///
@@ -57,42 +101,26 @@ impl Sandbox {
     ///
     /// Cancel safe: a dropped future stops the daemon if it had started.
     #[cfg(feature = "local")]
-    pub async fn local() -> Result<Sandbox, SandboxError> {
+    pub async fn local_unisolated() -> Result<Sandbox, SandboxError> {
         Self::local_with(e2b_envd::EnvdConfig::ephemeral()).await
     }
 
-    /// An isolated local sandbox: the daemon runs as `e2b-envd --isolate --network none` (a
-    /// separate process, its own user, mount, PID, UTS, IPC and network namespaces, the `base`
-    /// template, cgroup limits; see the project's docs/isolation.md), bound to a free loopback
-    /// port with a random access token; this sandbox's clients call it over that port.
-    /// Dropping or killing the sandbox stops the daemon and every process in it. Linux, as
-    /// root; the daemon binary is found as
-    /// [`LocalOptions::envd_bin`](crate::LocalOptions::envd_bin) says.
-    ///
-    /// [`local`](Self::local) stays unisolated: it embeds the daemon in this process, which
-    /// needs no binary and no privileges, and its commands see this machine's files (its
-    /// [`workdir`](Self::workdir) is a host directory).
+    /// A local sandbox with [`LocalOptions`](crate::LocalOptions): isolated (the default) or
+    /// embedded ([`LocalOptions::unisolated`](crate::LocalOptions::unisolated)).
     ///
     /// # Errors
     ///
-    /// [`SandboxError::Isolated`] naming what is missing (root, user namespaces, the binary) or
-    /// why the daemon did not start. Never falls back to an unisolated sandbox.
-    #[cfg(feature = "local")]
-    pub async fn local_isolated() -> Result<Sandbox, SandboxError> {
-        Self::local_with_options(crate::local::LocalOptions::isolated()).await
-    }
-
-    /// A local sandbox with [`LocalOptions`](crate::LocalOptions): isolated or embedded.
+    /// As [`local`](Self::local) or [`local_unisolated`](Self::local_unisolated).
     ///
-    /// # Errors
+    /// # Cancel safety
     ///
-    /// As [`local_isolated`](Self::local_isolated) or [`local`](Self::local).
+    /// As [`local`](Self::local).
     #[cfg(feature = "local")]
     pub async fn local_with_options(
         opts: crate::local::LocalOptions,
     ) -> Result<Sandbox, SandboxError> {
         if !opts.isolated {
-            return Self::local().await;
+            return Self::local_unisolated().await;
         }
         let daemon = crate::local::IsolatedDaemon::start(&opts).await?;
         let endpoint = EnvdEndpoint::new(daemon.url()).access_token(daemon.access_token());
@@ -112,16 +140,17 @@ impl Sandbox {
         })
     }
 
-    /// Like [`local`](Self::local) with your daemon configuration. A config without an access
-    /// token gets a random one; without a default workdir, a temporary directory.
+    /// Like [`local_unisolated`](Self::local_unisolated) with your daemon configuration (an
+    /// embedded, unisolated daemon). A config without an access token gets a random one;
+    /// without a default workdir, a temporary directory.
     ///
     /// # Errors
     ///
-    /// As [`local`](Self::local).
+    /// As [`local_unisolated`](Self::local_unisolated).
     ///
     /// # Cancel safety
     ///
-    /// As [`local`](Self::local).
+    /// As [`local_unisolated`](Self::local_unisolated).
     #[cfg(feature = "local")]
     pub async fn local_with(config: e2b_envd::EnvdConfig) -> Result<Sandbox, SandboxError> {
         Self::local_with_transport(config, LocalTransport::InProcess).await
@@ -132,11 +161,11 @@ impl Sandbox {
     ///
     /// # Errors
     ///
-    /// As [`local`](Self::local).
+    /// As [`local_unisolated`](Self::local_unisolated).
     ///
     /// # Cancel safety
     ///
-    /// As [`local`](Self::local).
+    /// As [`local_unisolated`](Self::local_unisolated).
     #[cfg(feature = "local")]
     pub async fn local_with_transport(
         config: e2b_envd::EnvdConfig,
@@ -292,13 +321,28 @@ impl Sandbox {
         &self.files
     }
 
-    /// The local sandbox's default working directory (a temporary directory), if it made one.
+    /// An unisolated local sandbox's default working directory (a temporary directory on this
+    /// machine), if it made one; `None` for an isolated sandbox (its files live in its own
+    /// root: `/home/user`).
     #[cfg(feature = "local")]
     pub fn workdir(&self) -> Option<&std::path::Path> {
         self.local.as_ref().and_then(|l| l.workdir())
     }
 
-    /// Whether this sandbox runs the embedded daemon.
+    /// Whether this is the unisolated daemon embedded in this program
+    /// ([`local_unisolated`](Self::local_unisolated)): its commands run on this machine.
+    pub fn is_embedded(&self) -> bool {
+        #[cfg(feature = "local")]
+        {
+            self.local.is_some()
+        }
+        #[cfg(not(feature = "local"))]
+        {
+            false
+        }
+    }
+
+    /// Whether this is a local sandbox (isolated or embedded) that this program started.
     pub fn is_local(&self) -> bool {
         #[cfg(feature = "local")]
         {

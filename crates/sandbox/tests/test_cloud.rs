@@ -42,7 +42,7 @@ fn closed_port_url() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_run_and_manage_a_sandbox_through_the_api() {
-    let envd = Sandbox::local().await.unwrap();
+    let envd = Sandbox::local_unisolated().await.unwrap();
     let token = envd.connection().access_token().unwrap().to_owned();
     let version = envd.envd_version().to_string();
     let api = TestServer::start().await;
@@ -130,7 +130,7 @@ async fn create_run_and_manage_a_sandbox_through_the_api() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_by_id_reaches_the_same_envd_with_the_returned_token() {
-    let envd = Sandbox::local().await.unwrap();
+    let envd = Sandbox::local_unisolated().await.unwrap();
     let token = envd.connection().access_token().unwrap().to_owned();
     let version = envd.envd_version().to_string();
     let api = TestServer::start().await;
@@ -223,7 +223,7 @@ async fn an_old_envd_gets_the_teaching_error_before_anything_is_sent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lifecycle_calls_on_a_local_sandbox_say_what_they_need() {
-    let local = Sandbox::local().await.unwrap();
+    let local = Sandbox::local_unisolated().await.unwrap();
     let err = local.set_timeout(Duration::from_secs(1)).await.unwrap_err();
     assert!(matches!(
         err,
@@ -237,7 +237,7 @@ async fn lifecycle_calls_on_a_local_sandbox_say_what_they_need() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_control_plane_seam_is_backed_by_the_api_client() {
-    let envd = Sandbox::local().await.unwrap();
+    let envd = Sandbox::local_unisolated().await.unwrap();
     let token = envd.connection().access_token().unwrap().to_owned();
     let version = envd.envd_version().to_string();
     let api = TestServer::start().await;

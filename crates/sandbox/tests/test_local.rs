@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! `Sandbox::local()`: commands work in a temp workdir; kill/drop stop every process.
+//! `Sandbox::local_unisolated()` (the embedded daemon): commands work in a temp workdir;
+//! kill/drop stop every process. The isolated default is in `test_local_isolated.rs`.
 
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ fn alive(pid: u32) -> bool {
 
 #[tokio::test]
 async fn local_runs_commands_in_its_workdir() {
-    let sb = Sandbox::local().await.unwrap();
+    let sb = Sandbox::local_unisolated().await.unwrap();
     assert!(sb.is_local());
     assert!(sb.id().starts_with("local-"), "{}", sb.id());
     assert_eq!(sb.envd_version().to_string(), "0.6.13");
@@ -31,7 +32,7 @@ async fn local_runs_commands_in_its_workdir() {
 
 #[tokio::test]
 async fn kill_stops_every_process_including_grandchildren() {
-    let sb = Sandbox::local().await.unwrap();
+    let sb = Sandbox::local_unisolated().await.unwrap();
     let h = sb
         .commands()
         .start(
@@ -51,7 +52,7 @@ async fn kill_stops_every_process_including_grandchildren() {
 
 #[tokio::test]
 async fn drop_stops_every_process() {
-    let sb = Sandbox::local().await.unwrap();
+    let sb = Sandbox::local_unisolated().await.unwrap();
     let h = sb
         .commands()
         .start(
@@ -84,7 +85,7 @@ async fn wait_for_line(h: &e2b::CommandHandle) -> u32 {
 
 #[tokio::test]
 async fn connect_reaches_an_envd_by_endpoint() {
-    let local = Sandbox::local().await.unwrap();
+    let local = Sandbox::local_unisolated().await.unwrap();
     let token = local.connection().access_token().unwrap().to_owned();
     let remote = Sandbox::connect(
         EnvdEndpoint::new(local.url())
@@ -135,7 +136,7 @@ impl e2b::ControlPlane for FixedControlPlane {
 
 #[tokio::test]
 async fn control_plane_seam_creates_through_the_trait() {
-    let local = Sandbox::local().await.unwrap();
+    let local = Sandbox::local_unisolated().await.unwrap();
     let cp = FixedControlPlane(
         local.url().to_owned(),
         local.connection().access_token().unwrap().to_owned(),
@@ -154,7 +155,7 @@ async fn control_plane_seam_creates_through_the_trait() {
 
 #[tokio::test]
 async fn files_and_commands_share_the_sandbox() {
-    let sb = Sandbox::local().await.unwrap();
+    let sb = Sandbox::local_unisolated().await.unwrap();
     let wd = sb.workdir().unwrap().to_path_buf();
     let path = wd.join("hello.txt");
     let path = path.to_str().unwrap();

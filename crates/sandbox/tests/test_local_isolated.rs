@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! `Sandbox::local_isolated()`: the daemon runs as `e2b-envd --isolate` (found through
+//! `Sandbox::local()` (isolated by default, as `Sandbox::local_isolated()` and
+//! `LocalOptions::isolated()`): the daemon runs as `e2b-envd --isolate` (found through
 //! `E2B_ENVD_BIN`, next to the test binary, or on `PATH`; build it with
 //! `cargo build -p e2b-envd`). Needs root and user namespaces; fails saying what is missing.
 
@@ -66,6 +67,62 @@ async fn local_isolated_runs_commands_inside_a_sandbox() {
     }
     assert_eq!(tagged(), 0, "kill left the sandbox's processes running");
     let _ = std::fs::remove_file(&marker);
+}
+
+#[tokio::test]
+async fn local_is_isolated_by_default_with_its_own_network() {
+    let marker =
+        std::path::PathBuf::from(format!("/root/e2b-local-default-{}", std::process::id()));
+    std::fs::write(&marker, "host-secret").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let sb = Sandbox::local()
+        .await
+        .unwrap_or_else(|e| panic!("Sandbox::local() (isolated by default) did not start: {e}"));
+    assert!(sb.is_local() && !sb.is_embedded());
+    assert!(sb.id().starts_with("local-isolated-"), "{}", sb.id());
+    assert!(
+        sb.workdir().is_none(),
+        "an isolated sandbox has no host workdir"
+    );
+    let script = format!(
+        "hostname; cat {} 2>/dev/null || echo hidden; \
+         (echo > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo reached || echo unreachable; \
+         ls /sys/class/net | sort | tr '\\n' ' '",
+        marker.display()
+    );
+    let out = sb
+        .commands()
+        .run(script, CommandOptions::new())
+        .await
+        .unwrap();
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines[1..3], ["hidden", "unreachable"], "{}", out.stdout);
+    // The default network is `internet`: its own namespace with a NAT helper's interface
+    // besides loopback (not the host's interfaces, not loopback only).
+    let ifaces: Vec<&str> = lines[3].split_whitespace().collect();
+    assert!(
+        ifaces.contains(&"lo") && ifaces.len() >= 2,
+        "{}",
+        out.stdout
+    );
+    sb.kill().await.unwrap();
+    drop(listener);
+    let _ = std::fs::remove_file(&marker);
+}
+
+#[tokio::test]
+async fn a_missing_daemon_binary_is_named_and_never_falls_back() {
+    let err =
+        Sandbox::local_with_options(LocalOptions::default().envd_bin("/nonexistent/e2b-envd"))
+            .await
+            .unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, e2b::SandboxError::Isolated(_)), "{msg}");
+    assert!(
+        msg.contains("/nonexistent/e2b-envd") && msg.contains("local_unisolated"),
+        "{msg}"
+    );
 }
 
 fn tag() -> String {

@@ -14,7 +14,7 @@ pub enum Via {
     H2c,
     /// gRPC-Web over HTTP/1.1 on loopback (what a real envd serves).
     GrpcWeb,
-    /// The daemon's in-process service, no socket (what `e2b::Sandbox::local()` uses).
+    /// The daemon's in-process service, no socket (what `e2b::Sandbox::local_unisolated()` uses).
     InProcess,
 }
 
