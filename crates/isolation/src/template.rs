@@ -211,8 +211,21 @@ impl TemplateCache {
 
     fn prepare_tarball(&self, path: &Path) -> Result<PreparedTemplate, IsolationError> {
         let io = |context| move |source| IsolationError::Io { context, source };
-        let mut file = std::fs::File::open(path).map_err(io("open the template tarball"))?;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        // Non-blocking: a FIFO named as the template must not hang the supervisor.
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(io("open the template tarball"))?;
         let meta = file.metadata().map_err(io("read the template tarball"))?;
+        if !meta.is_file() {
+            return Err(IsolationError::Archive {
+                template: path.to_path_buf(),
+                entry: None,
+                problem: ArchiveProblem::Invalid("not a regular file".into()),
+            });
+        }
         let size = meta.len();
         // Hashing a large tarball for every sandbox would cost seconds: the digest of this
         // exact file (device, inode, size, mtime, ctime) is remembered in the cache.
@@ -326,7 +339,7 @@ impl TemplateCache {
                 let path = blob_path(layout, &l.digest)
                     .map_err(|_| err(None, ArchiveProblem::Digest(l.digest.clone())))?;
                 let want = digest_hex(&l.digest).map_err(|p| err(None, p))?;
-                let mut file = std::fs::File::open(&path).map_err(|e| {
+                let mut file = open_layout_file(&path).map_err(|e| {
                     err(
                         None,
                         ArchiveProblem::Invalid(format!("layer {}: {e}", l.digest)),
@@ -636,6 +649,23 @@ fn blob_path(layout: &Path, digest: &str) -> Result<PathBuf, IsolationError> {
     Ok(layout.join("blobs/sha256").join(hex))
 }
 
+/// Opens a file of an OCI layout: a regular file, not through a symlink in its last component
+/// (a blob pointing at a host file such as `/etc/shadow` is refused).
+fn open_layout_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    Ok(file)
+}
+
 /// Reads a bounded JSON document, checking its digest when given.
 fn read_json<T: for<'de> Deserialize<'de>>(
     path: &Path,
@@ -650,7 +680,7 @@ fn read_json<T: for<'de> Deserialize<'de>>(
             .map(|p| p.display().to_string()),
         problem,
     };
-    let file = std::fs::File::open(path).map_err(|source| IsolationError::Io {
+    let file = open_layout_file(path).map_err(|source| IsolationError::Io {
         context: "read the OCI image layout",
         source,
     })?;

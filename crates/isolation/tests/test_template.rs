@@ -508,6 +508,22 @@ fn oci_layout_layers_apply_in_order_with_whiteouts() {
         "the layers were not applied as OCI says (exit {code})"
     );
 
+    // A blob that is a symlink (to a host file) is refused.
+    let l1_path = layout
+        .join("blobs/sha256")
+        .join(d1.trim_start_matches("sha256:"));
+    std::fs::rename(&l1_path, dir.0.join("l1")).unwrap();
+    std::os::unix::fs::symlink(dir.0.join("l1"), &l1_path).unwrap();
+    let err = TemplateCache::new(dir.0.join("cache3"))
+        .prepare(&Template::OciLayout(layout.clone()))
+        .unwrap_err();
+    assert!(
+        matches!(err, IsolationError::Archive { .. }) && err.to_string().contains(&d1),
+        "{err}"
+    );
+    std::fs::remove_file(&l1_path).unwrap();
+    std::fs::rename(dir.0.join("l1"), &l1_path).unwrap();
+
     // A layer whose content does not match its digest is refused.
     std::fs::write(
         layout
