@@ -86,8 +86,10 @@ pub struct EnvdArgs {
     #[arg(long, default_value_t = 1024)]
     pub pids_max: u64,
     /// With --isolate: root filesystem: `base` (the host's /usr read-only, private /home/user
-    /// and /tmp) or a root filesystem directory.
-    #[arg(long, default_value = "base", value_name = "base|DIR")]
+    /// and /tmp), a root filesystem directory, a `docker export` tarball (.tar, .tar.gz,
+    /// .tgz) or an OCI image layout directory; archives are unpacked once into
+    /// $E2B_CACHE/templates (else ~/.cache/e2b/templates).
+    #[arg(long, default_value = "base", value_name = "base|DIR|TARBALL|OCI-DIR")]
     pub template: String,
     /// With --isolate: the sandbox id (its hostname). Default: a random `sbx-…` id.
     #[arg(long)]

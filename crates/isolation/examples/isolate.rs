@@ -1,5 +1,6 @@
-//! Runs a command in a fresh sandbox and prints its exit code:
-//! `cargo run -p e2b-isolation --example isolate -- [--network none|internet|host] CMD [ARGS…]`.
+//! Runs a command in a fresh sandbox and exits with its exit code:
+//! `cargo run -p e2b-isolation --example isolate -- [--network none|internet|host]
+//! [--template base|DIR|TARBALL|OCI-DIR] CMD [ARGS…]`.
 
 use std::process::ExitCode;
 
@@ -7,25 +8,33 @@ fn main() -> ExitCode {
     e2b_isolation::run_if_child();
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut network = e2b_isolation::Network::None;
-    if args.first().map(String::as_str) == Some("--network") && args.len() > 1 {
-        match args[1].parse() {
-            Ok(n) => network = n,
-            Err(e) => {
-                eprintln!("{e}");
-                return ExitCode::FAILURE;
-            }
+    let mut template = e2b_isolation::Template::Base;
+    while args.len() > 1 && args[0].starts_with("--") {
+        let parsed = match args[0].as_str() {
+            "--network" => args[1].parse().map(|n| network = n),
+            "--template" => args[1].parse().map(|t| template = t),
+            _ => break,
+        };
+        if let Err(e) = parsed {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
         }
         args.drain(..2);
     }
     if args.is_empty() {
-        eprintln!("usage: isolate [--network none|internet|host] CMD [ARGS…]");
+        eprintln!(
+            "usage: isolate [--network none|internet|host] [--template base|DIR|TARBALL|OCI-DIR] \
+             CMD [ARGS…]"
+        );
         return ExitCode::FAILURE;
     }
     let Some(program) = which(&args[0]) else {
         eprintln!("{}: not found", args[0]);
         return ExitCode::FAILURE;
     };
-    let spec = e2b_isolation::SandboxSpec::new("isolate-example").with_network(network);
+    let spec = e2b_isolation::SandboxSpec::new("isolate-example")
+        .with_network(network)
+        .with_template(template);
     match e2b_isolation::IsolatedSandbox::spawn(&spec, &program, &args, &[]) {
         Ok(mut sandbox) => match sandbox.wait() {
             Ok(status) => {

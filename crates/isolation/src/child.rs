@@ -699,6 +699,13 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
             }
             RootPlan::Dir { lower: fd }
         }
+        // The supervisor unpacks archives and passes the directory.
+        Template::Archive(p) | Template::OciLayout(p) => {
+            return Err(format!(
+                "internal error: the template {} was not unpacked",
+                p.display()
+            ));
+        }
     };
     let binds = spec
         .ro_mounts
@@ -968,11 +975,24 @@ fn build_root(spec: &ChildSpec, plan: RootPlan, binds: Vec<RoBind>) -> Result<St
         ("opt", 0o755),
     ] {
         let p = format!("{r}/{dir}");
-        if std::fs::symlink_metadata(&p).is_err() {
-            sys::mkdir(&p, mode)?;
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => {}
+            // A template's symlink or file here (`tmp -> /host/dir`) would redirect the
+            // mounts and directories below, which are made before `pivot_root`: it is
+            // replaced (in the sandbox's own overlay layer) by a directory. Parents come
+            // first in this list, so no symlink is followed on the way.
+            Ok(_) if !base => {
+                std::fs::remove_file(&p).map_err(|e| format!("replace {p}: {e}"))?;
+                sys::mkdir(&p, mode)?;
+            }
+            Ok(_) => {}
+            Err(_) => sys::mkdir(&p, mode)?,
         }
     }
     let home = format!("{r}/home/user");
+    if !base && std::fs::symlink_metadata(&home).is_ok_and(|m| !m.is_dir()) {
+        std::fs::remove_file(&home).map_err(|e| format!("replace {home}: {e}"))?;
+    }
     if std::fs::symlink_metadata(&home).is_err() {
         sys::mkdir(&home, 0o755)?;
         sys::chown(&home, SANDBOX_USER_ID, SANDBOX_USER_ID)?;
@@ -980,16 +1000,11 @@ fn build_root(spec: &ChildSpec, plan: RootPlan, binds: Vec<RoBind>) -> Result<St
     if base {
         write_etc(spec, r)?;
     } else {
-        // A template's own /etc is writable through the overlay.
-        let _ = sys::write_file(
-            &format!("{r}/etc/hostname"),
-            format!("{}\n", spec.id).as_bytes(),
-        );
-        let _ = sys::write_file(&format!("{r}/etc/hosts"), hosts(&spec.id).as_bytes());
-        let _ = sys::write_file(
-            &format!("{r}/etc/resolv.conf"),
-            resolv_conf(spec).as_bytes(),
-        );
+        // A template's own /etc is writable through the overlay. Paths resolve inside the
+        // template's tree (its symlinks cannot point these writes at the host).
+        let _ = sys::write_in_root(r, "etc/hostname", format!("{}\n", spec.id).as_bytes());
+        let _ = sys::write_in_root(r, "etc/hosts", hosts(&spec.id).as_bytes());
+        let _ = sys::write_in_root(r, "etc/resolv.conf", resolv_conf(spec).as_bytes());
     }
     for bind in &binds {
         attach_ro_bind(r, bind)?;

@@ -9,6 +9,7 @@ mod paths;
 mod seccomp;
 mod spec;
 mod sys;
+mod template;
 
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
@@ -20,6 +21,7 @@ use std::sync::{Mutex, OnceLock, mpsc};
 
 pub use paths::command_host_paths;
 pub use spec::{Network, RoMount, SANDBOX_USER_ID, SandboxSpec, Template};
+pub use template::{ArchiveProblem, PreparedTemplate, TemplateCache, UnpackLimits};
 
 use crate::cgroup::Cgroup;
 use crate::spec::{ChildSpec, ID_COUNT, Nat};
@@ -58,6 +60,17 @@ pub enum IsolationError {
         /// What failed.
         message: String,
     },
+    /// A template archive (tarball or OCI layout) is malformed or hostile; nothing of it is
+    /// used (the partial unpack is removed).
+    #[error("template {}: {}{problem}", .template.display(), entry_prefix(.entry))]
+    Archive {
+        /// The tarball or layout.
+        template: PathBuf,
+        /// The archive entry at fault, when one is.
+        entry: Option<String>,
+        /// What is wrong.
+        problem: ArchiveProblem,
+    },
     /// An I/O error talking to the sandbox's processes.
     #[error("{context}: {source}")]
     Io {
@@ -66,6 +79,13 @@ pub enum IsolationError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+fn entry_prefix(entry: &Option<String>) -> String {
+    entry
+        .as_ref()
+        .map(|e| format!("entry {e:?}: "))
+        .unwrap_or_default()
 }
 
 /// Builds the sandbox when this process is the re-executed child of
@@ -398,6 +418,13 @@ impl IsolatedSandbox {
             }
             _ => None,
         };
+        // Archives are unpacked (once, into the cache) before anything is started.
+        let template = spec
+            .template_cache
+            .clone()
+            .unwrap_or_default()
+            .prepare(&spec.template)?
+            .template;
         let cg_name = format!("e2b-{}-{}", spec.id, uid_base() >> 16);
         let ro_mounts = resolve_ro_mounts(&spec.ro_mounts)?;
         let program = program
@@ -515,7 +542,7 @@ impl IsolatedSandbox {
             uid_base,
             network: spec.network,
             nat,
-            template: spec.template.clone(),
+            template,
             program,
             argv: args.to_vec(),
             env: {

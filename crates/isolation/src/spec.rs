@@ -57,17 +57,29 @@ pub enum Template {
     /// A root filesystem directory (for example a `docker export` tarball unpacked with
     /// `tar -x`), shared read-only; each sandbox writes to its own overlay layer.
     Dir(PathBuf),
+    /// A tarball of a root filesystem (`docker export`; plain or gzip-compressed), unpacked
+    /// once into the [`TemplateCache`](crate::TemplateCache) under its sha256 and then used as
+    /// a [`Dir`](Self::Dir) template.
+    Archive(PathBuf),
+    /// An OCI image layout directory (`oci-layout`, `index.json`, `blobs/`): the single
+    /// manifest, or the one for linux on this machine's architecture, its layers applied in
+    /// order (whiteouts honoured) once into the [`TemplateCache`](crate::TemplateCache) under
+    /// the manifest's digest, then used as a [`Dir`](Self::Dir) template.
+    OciLayout(PathBuf),
 }
 
 impl std::str::FromStr for Template {
     type Err = String;
+    /// `base`; a path ending in `.tar`, `.tar.gz` or `.tgz`, or naming a regular file:
+    /// [`Archive`](Self::Archive); a directory with an `oci-layout` file:
+    /// [`OciLayout`](Self::OciLayout); any other path: [`Dir`](Self::Dir).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if s == "base" {
             Ok(Self::Base)
         } else if s.is_empty() {
-            Err("empty template: expected base or a directory".into())
+            Err("empty template: expected base, a directory, a tarball or an OCI layout".into())
         } else {
-            Ok(Self::Dir(PathBuf::from(s)))
+            Ok(crate::template::template_from_path(s))
         }
     }
 }
@@ -145,6 +157,9 @@ pub struct SandboxSpec {
     pub env: Vec<(String, String)>,
     /// Host paths shown read-only inside the sandbox (default: none).
     pub ro_mounts: Vec<RoMount>,
+    /// Where archive templates are unpacked (default:
+    /// [`TemplateCache::default`](crate::TemplateCache::default)).
+    pub template_cache: Option<crate::TemplateCache>,
 }
 
 impl SandboxSpec {
@@ -160,7 +175,14 @@ impl SandboxSpec {
             writable_mb: None,
             env: Vec::new(),
             ro_mounts: Vec::new(),
+            template_cache: None,
         }
+    }
+
+    /// Sets [`template_cache`](Self::template_cache).
+    pub fn with_template_cache(mut self, cache: crate::TemplateCache) -> Self {
+        self.template_cache = Some(cache);
+        self
     }
 
     /// Adds a host path shown read-only inside the sandbox (see [`RoMount`]).

@@ -5,7 +5,7 @@
 //! reports.
 
 use std::ffi::CString;
-use std::os::fd::{FromRawFd as _, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
 
 /// `Err("<what>: <errno text>")` when `ret` is -1.
 pub(crate) fn check(ret: libc::c_long, what: &str) -> Result<libc::c_long, String> {
@@ -155,6 +155,36 @@ pub(crate) fn open(path: &str, flags: libc::c_int) -> Result<OwnedFd, String> {
 
 pub(crate) fn write_file(path: &str, data: &[u8]) -> Result<(), String> {
     std::fs::write(path, data).map_err(|e| format!("write {path}: {e}"))
+}
+
+/// Writes `rel` (a path relative to the directory `root`) resolving it as if `root` were `/`
+/// (`openat2` with `RESOLVE_IN_ROOT`): a symlink in a template's tree (`etc -> /tmp/x`) is
+/// followed inside that tree, never into the host's.
+pub(crate) fn write_in_root(root: &str, rel: &str, data: &[u8]) -> Result<(), String> {
+    let dir = open(root, libc::O_PATH | libc::O_DIRECTORY)?;
+    let c = cstr(rel)?;
+    // SAFETY: zeroed open_how is valid (all fields are integers).
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC) as u64;
+    how.mode = 0o644;
+    how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: valid fd, path and struct of the size passed.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    let fd = check(ret, &format!("open {root}/{rel}"))?;
+    // SAFETY: new fd.
+    let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+    use std::io::Write as _;
+    (&file)
+        .write_all(data)
+        .map_err(|e| format!("write {root}/{rel}: {e}"))
 }
 
 pub(crate) fn mkdir(path: &str, mode: u32) -> Result<(), String> {

@@ -7,11 +7,12 @@
 //!    protobuf), from the start request to the last byte.
 //!
 //! ```text
-//! cargo build --release -p e2b-envd -p e2b-isolation --example bench_isolation
-//! target/release/examples/bench_isolation [ROUNDS]
+//! cargo build --release -p e2b-envd
+//! cargo bench -p e2b-isolation --bench bench_isolation -- [ROUNDS]
 //! ```
 //!
-//! The envd binary is `E2B_ENVD_BIN` or `e2b-envd` next to the example's directory. Needs
+//! The envd binary is `E2B_ENVD_BIN` or `e2b-envd` in the profile directory above the
+//! benchmark's (`target/release/deps/..`). Needs
 //! root (isolation maps a range of host ids).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
@@ -124,9 +125,10 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 }
 
 fn main() {
+    // `cargo bench` adds `--bench`; the first number is the round count.
     let rounds: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
+        .skip(1)
+        .find_map(|a| a.parse().ok())
         .unwrap_or(20);
     // Warm the page cache.
     drop(start(false));
