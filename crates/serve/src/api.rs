@@ -15,6 +15,7 @@ use base64::Engine as _;
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use subtle::ConstantTimeEq as _;
 
 use crate::sandboxes::{self, Failure, Registry};
 use crate::util;
@@ -154,16 +155,12 @@ async fn auth(State(api): State<Api>, req: Request, next: Next) -> Response {
             StatusCode::UNAUTHORIZED,
             "missing X-API-Key header: set E2B_API_KEY to the key e2b serve printed",
         ),
-        Some(k) if !constant_time_eq(k, api.api_key.as_bytes()) => error(
+        Some(k) if !bool::from(k.ct_eq(api.api_key.as_bytes())) => error(
             StatusCode::UNAUTHORIZED,
             "Invalid API key: use the key e2b serve printed at start (E2B_API_KEY)",
         ),
         Some(_) => next.run(req).await,
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn create(State(api): State<Api>, bytes: Bytes) -> Response {

@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use bytes::Bytes;
+use e2b_envd_proto::wire::{FileOperation, file_signature, headers::ACCESS_TOKEN};
 use http::StatusCode;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use sha2::Digest as _;
+use subtle::ConstantTimeEq as _;
 use time::OffsetDateTime;
 
 use crate::runtime::{Instance, Runtime, SandboxSpec};
@@ -280,28 +280,21 @@ impl Sandbox {
         i.samples.push_back((at, metric));
     }
 
-    /// The `v1_` signature the SDKs put on `/files` URLs, with this sandbox's token.
+    /// Whether `sig` is the `v1_` signature the SDKs put on `/files` URLs, made with this
+    /// sandbox's token (compared in constant time).
     pub(crate) fn signs(
         &self,
         path: &str,
-        op: &str,
+        op: FileOperation,
         user: &str,
-        expiration: Option<&str>,
+        expiration: Option<i64>,
         sig: &str,
     ) -> bool {
         let Some(token) = &self.token else {
             return false;
         };
-        let raw = match expiration {
-            Some(e) => format!("{path}:{op}:{user}:{token}:{e}"),
-            None => format!("{path}:{op}:{user}:{token}"),
-        };
-        let digest = sha2::Sha256::digest(raw.as_bytes());
-        let expected = format!(
-            "v1_{}",
-            base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest)
-        );
-        expected.as_bytes() == sig.as_bytes()
+        let expected = file_signature(path, op, user, token, expiration);
+        bool::from(expected.as_bytes().ct_eq(sig.as_bytes()))
     }
 }
 
@@ -406,9 +399,9 @@ impl Registry {
     pub(crate) fn route_signed(
         &self,
         path: &str,
-        op: &str,
+        op: FileOperation,
         user: &str,
-        expiration: Option<&str>,
+        expiration: Option<i64>,
         sig: &str,
     ) -> Option<(String, SocketAddr)> {
         self.all()
@@ -537,7 +530,7 @@ impl Registry {
             let mut req =
                 http::Request::post(&uri).header(http::header::CONTENT_TYPE, "application/json");
             if let Some(t) = token {
-                req = req.header("x-access-token", t);
+                req = req.header(ACCESS_TOKEN, t);
             }
             let req = req
                 .body(Full::new(body.clone()))

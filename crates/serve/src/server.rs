@@ -48,7 +48,7 @@ impl ServeConfig {
         Self {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             api_port: 3000,
-            edge_port: crate::edge::ENVD_PORT,
+            edge_port: e2b_envd_proto::wire::DEFAULT_PORT,
             api_key: api_key.into(),
             state_dir: None,
             max_sandboxes: 256,

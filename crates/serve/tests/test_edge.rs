@@ -4,21 +4,17 @@
 
 mod common;
 
-use base64::Engine as _;
 use common::*;
+use e2b_envd_proto::wire::{FileOperation, file_signature};
 use serde_json::json;
-use sha2::Digest as _;
 
+/// The SDKs' `/files` URL signature (its digest is pinned by `e2b-envd-proto`'s own tests).
 fn sign(path: &str, op: &str, user: &str, token: &str, exp: Option<u64>) -> String {
-    let raw = match exp {
-        Some(e) => format!("{path}:{op}:{user}:{token}:{e}"),
-        None => format!("{path}:{op}:{user}:{token}"),
+    let op = match op {
+        "read" => FileOperation::Read,
+        _ => FileOperation::Write,
     };
-    format!(
-        "v1_{}",
-        base64::engine::general_purpose::STANDARD_NO_PAD
-            .encode(sha2::Sha256::digest(raw.as_bytes()))
-    )
+    file_signature(path, op, user, token, exp.map(|e| e as i64))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
