@@ -32,7 +32,7 @@ use e2b_envd_proto::wire::headers::{SANDBOX_ID, SANDBOX_PORT};
 use e2b_envd_proto::wire::{DEFAULT_PORT, FileOperation, files_query};
 
 use crate::h2splice::{self, Admit, HeaderList, Peeked};
-use crate::sandboxes::{Registry, Route};
+use crate::sandboxes::{Registry, Route, SignedUrl};
 use crate::util;
 
 /// How long the edge waits for a sandbox's envd to accept a connection.
@@ -358,15 +358,18 @@ impl Edge {
         };
         let pairs = util::query_pairs(req.uri().query())?;
         let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        let sig = get(files_query::SIGNATURE)?;
-        let path = get(files_query::PATH).unwrap_or("");
-        let user = get(files_query::USERNAME).unwrap_or("");
         // As envd reads it: an expiration that is not unix seconds signs nothing.
-        let exp = match get(files_query::SIGNATURE_EXPIRATION).filter(|e| !e.is_empty()) {
+        let expiration = match get(files_query::SIGNATURE_EXPIRATION).filter(|e| !e.is_empty()) {
             None => None,
             Some(e) => Some(e.trim().parse::<i64>().ok()?),
         };
-        self.registry.route_signed(path, op, user, exp, sig)
+        self.registry.route_signed(&SignedUrl {
+            path: get(files_query::PATH).unwrap_or(""),
+            op,
+            user: get(files_query::USERNAME).unwrap_or(""),
+            expiration,
+            signature: get(files_query::SIGNATURE)?,
+        })
     }
 }
 

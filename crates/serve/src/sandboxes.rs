@@ -30,6 +30,16 @@ const MAX_SAMPLES: usize = 720;
 /// Log entries kept per sandbox.
 const MAX_LOGS: usize = 1000;
 
+/// What a `/files` URL signature covers, and the signature.
+pub(crate) struct SignedUrl<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) op: FileOperation,
+    pub(crate) user: &'a str,
+    /// Unix seconds.
+    pub(crate) expiration: Option<i64>,
+    pub(crate) signature: &'a str,
+}
+
 /// A failed API call: the status and the message of E2B's `Error` body.
 #[derive(Debug, Clone)]
 pub(crate) struct Failure {
@@ -158,25 +168,26 @@ impl Sandbox {
     }
 
     pub(crate) fn detail(&self, s: &Settings) -> wire::SandboxDetail {
-        let v = self.view();
+        // The fields both schemas have come from `listed`.
+        let l = self.listed(s, &self.view());
         wire::SandboxDetail {
-            template_id: TEMPLATE.into(),
-            sandbox_id: self.id.clone(),
-            client_id: CLIENT_ID.into(),
-            alias: Some(TEMPLATE.into()),
-            started_at: util::rfc3339(v.started_at),
-            end_at: util::rfc3339(v.end_at),
-            cpu_count: wire::int32(u64::from(s.cpu_count)),
-            memory_mb: wire::int32(s.memory_mb),
-            disk_size_mb: wire::int32(s.disk_size_mb),
-            state: v.state.wire(),
-            envd_version: self.envd_version.clone(),
+            alias: l.alias,
+            client_id: l.client_id,
+            cpu_count: l.cpu_count,
+            disk_size_mb: l.disk_size_mb,
+            end_at: l.end_at,
+            envd_version: l.envd_version,
+            memory_mb: l.memory_mb,
+            metadata: l.metadata,
+            sandbox_id: l.sandbox_id,
+            started_at: l.started_at,
+            state: l.state,
+            template_id: l.template_id,
+            volume_mounts: l.volume_mounts,
             envd_access_token: self.token.clone(),
             allow_internet_access: self.allow_internet_access,
             domain: None,
-            metadata: Some(self.metadata.clone()),
             network: None,
-            volume_mounts: None,
             lifecycle: Some(wire::SandboxLifecycle {
                 auto_resume: false,
                 on_timeout: if self.auto_pause {
@@ -280,21 +291,14 @@ impl Sandbox {
         i.samples.push_back((at, metric));
     }
 
-    /// Whether `sig` is the `v1_` signature the SDKs put on `/files` URLs, made with this
-    /// sandbox's token (compared in constant time).
-    pub(crate) fn signs(
-        &self,
-        path: &str,
-        op: FileOperation,
-        user: &str,
-        expiration: Option<i64>,
-        sig: &str,
-    ) -> bool {
+    /// Whether `url`'s signature is the `v1_` signature the SDKs put on `/files` URLs, made
+    /// with this sandbox's token (compared in constant time).
+    pub(crate) fn signs(&self, url: &SignedUrl<'_>) -> bool {
         let Some(token) = &self.token else {
             return false;
         };
-        let expected = file_signature(path, op, user, token, expiration);
-        bool::from(expected.as_bytes().ct_eq(sig.as_bytes()))
+        let expected = file_signature(url.path, url.op, url.user, token, url.expiration);
+        bool::from(expected.as_bytes().ct_eq(url.signature.as_bytes()))
     }
 }
 
@@ -396,17 +400,10 @@ impl Registry {
     }
 
     /// The running sandbox whose token signed this `/files` URL.
-    pub(crate) fn route_signed(
-        &self,
-        path: &str,
-        op: FileOperation,
-        user: &str,
-        expiration: Option<i64>,
-        sig: &str,
-    ) -> Option<(String, SocketAddr)> {
+    pub(crate) fn route_signed(&self, url: &SignedUrl<'_>) -> Option<(String, SocketAddr)> {
         self.all()
             .into_iter()
-            .find(|s| s.view().state == State::Running && s.signs(path, op, user, expiration, sig))
+            .find(|s| s.view().state == State::Running && s.signs(url))
             .map(|s| (s.id.clone(), s.envd_addr))
     }
 
