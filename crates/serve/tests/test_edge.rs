@@ -97,6 +97,41 @@ async fn routes_by_header_host_and_signature() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
+    // The expiration is read as envd reads it (unix seconds, surrounding spaces allowed); one
+    // that is not a number signs nothing, even when the signature covers its text.
+    for (given, signed) in [
+        (format!(" {exp} "), Some(exp.to_string())),
+        ("soon".into(), None),
+    ] {
+        let raw_sig = match &signed {
+            Some(_) => sig.clone(),
+            None => {
+                // Sign over the literal text, as a sloppy client might.
+                use base64::Engine as _;
+                use sha2::Digest as _;
+                let raw = format!("{path}:read:user:{token_a}:{given}");
+                format!(
+                    "v1_{}",
+                    base64::engine::general_purpose::STANDARD_NO_PAD
+                        .encode(sha2::Sha256::digest(raw.as_bytes()))
+                )
+            }
+        };
+        let resp = env
+            .http
+            .get(format!("{edge}/files"))
+            .query(&[
+                ("path", path.as_str()),
+                ("username", "user"),
+                ("signature", raw_sig.as_str()),
+                ("signature_expiration", given.as_str()),
+            ])
+            .send()
+            .await
+            .unwrap();
+        let want = if signed.is_some() { 200 } else { 502 };
+        assert_eq!(resp.status(), want, "expiration {given:?}");
+    }
     // A signature made with sandbox b's token goes to b, not a: with b paused it gets the 502
     // of a paused sandbox while a's own signature still reaches a.
     let (status, _) = env
