@@ -1,27 +1,5 @@
-//! A typed client for E2B's control-plane API (the "E2B API", `openapi/e2b.yml`).
-//!
-//! - [`ApiClient`] calls the sandbox endpoints: create, list (with a [`Paginator`] that follows
-//!   `X-Next-Token`), get, kill, set timeout, connect (resumes a paused sandbox), pause, metrics
-//!   and logs, authenticated with `X-API-Key`.
-//! - [`ConnectionConfig`] reads the settings as the official SDKs do (`E2B_API_KEY`,
-//!   `E2B_DOMAIN`, `E2B_API_URL`, `E2B_SANDBOX_URL`, `E2B_DEBUG`) and applies their envd URL rule.
-//! - [`ApiError`] has the SDKs' error kinds (authentication, not found, rate limit, invalid
-//!   argument, conflict, timeout), each message saying what to do.
-//! - [`models`] holds the spec's sandbox schemas as serde types, usable on both sides of the
-//!   wire (this client, and a server such as `e2b serve`). They are generated from the vendored
-//!   spec; a test fails when they drift.
-//!
-//! ```no_run
-//! use e2b_api::{ApiClient, ListQuery, models::NewSandbox};
-//!
-//! # async fn demo() -> Result<(), e2b_api::ApiError> {
-//! let api = ApiClient::from_env()?; // E2B_API_KEY, and E2B_API_URL for `e2b serve`
-//! let sandbox = api.create_sandbox(&NewSandbox::new("base")).await?;
-//! let everything = api.list(ListQuery::new()).collect(None).await?;
-//! assert!(everything.iter().any(|s| s.sandbox_id == sandbox.sandbox_id));
-//! api.kill_sandbox(&sandbox.sandbox_id).await?;
-//! # Ok(()) }
-//! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc = include_str!("../README.md")]
 
 mod client;
 mod config;

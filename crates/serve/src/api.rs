@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, RawQuery, Request, State};
+use axum::extract::{Path, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::{get, post};
@@ -15,8 +15,9 @@ use base64::Engine as _;
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use subtle::ConstantTimeEq as _;
 
-use crate::sandboxes::{self, Failure, Registry};
+use crate::sandboxes::{self, Failure, Registry, Sandbox, View};
 use crate::util;
 use crate::wire;
 
@@ -53,6 +54,12 @@ fn failure(f: Failure) -> Response {
     error(f.status, f.message)
 }
 
+impl From<Failure> for Response {
+    fn from(f: Failure) -> Self {
+        failure(f)
+    }
+}
+
 fn no_content() -> Response {
     StatusCode::NO_CONTENT.into_response()
 }
@@ -79,28 +86,85 @@ fn optional_body<T: DeserializeOwned + Default>(bytes: &Bytes, what: &str) -> Re
 }
 
 /// The answer of a connect: 201 when it resumed a paused sandbox, else 200.
-fn connected(result: Result<(Arc<crate::sandboxes::Sandbox>, bool), Failure>) -> Response {
-    match result {
-        Ok((s, resumed)) => json(
-            if resumed {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            },
-            &s.wire(),
-        ),
-        Err(f) => failure(f),
+fn connected((s, resumed): (Arc<Sandbox>, bool)) -> Answer {
+    let status = if resumed {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(json(status, &s.wire()))
+}
+
+impl Api {
+    /// The sandbox `id`, or E2B's 404.
+    fn sandbox(&self, id: &str) -> Result<Arc<Sandbox>, Failure> {
+        self.registry.get(id).ok_or_else(|| Failure::not_found(id))
+    }
+
+    /// The sandboxes `keep` accepts, each with its state now, in E2B's list order: startedAt
+    /// descending, then id ascending.
+    fn newest_first(&self, keep: impl Fn(&Sandbox, &View) -> bool) -> Vec<(Arc<Sandbox>, View)> {
+        let mut items: Vec<_> = self
+            .registry
+            .all()
+            .into_iter()
+            .map(|s| {
+                let v = s.view();
+                (s, v)
+            })
+            .filter(|(s, v)| keep(s, v))
+            .collect();
+        items.sort_by(|a, b| {
+            b.1.started_at
+                .cmp(&a.1.started_at)
+                .then(a.0.id.cmp(&b.0.id))
+        });
+        items
     }
 }
 
-fn check_id(id: &str) -> Result<(), Response> {
-    if util::valid_id(id) {
-        Ok(())
-    } else {
-        Err(error(
-            StatusCode::BAD_REQUEST,
-            format!("Invalid sandbox ID: {id:?} (expected lowercase letters and digits)"),
-        ))
+/// Whether the sandbox's metadata has every `(key, value)` of a list filter.
+fn metadata_matches(s: &Sandbox, filter: &[(String, String)]) -> bool {
+    filter.iter().all(|(k, val)| s.metadata.get(k) == Some(val))
+}
+
+/// The query string's `(name, value)` pairs, decoded: a malformed one is a 400.
+struct QueryPairs(Vec<(String, String)>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for QueryPairs {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut http::request::Parts, _: &S) -> Result<Self, Response> {
+        util::query_pairs(parts.uri.query())
+            .map(Self)
+            .ok_or_else(|| error(StatusCode::BAD_REQUEST, "malformed query string"))
+    }
+}
+
+/// A handler's answer: `Err` is an error response (E2B's error body) returned early with `?`.
+type Answer = Result<Response, Response>;
+
+/// The `{id}` of a sandbox route, checked: a malformed id is a 400 before any handler runs.
+struct SandboxId(String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for SandboxId {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Response> {
+        let Path(id) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| e.into_response())?;
+        if util::valid_id(&id) {
+            Ok(Self(id))
+        } else {
+            Err(error(
+                StatusCode::BAD_REQUEST,
+                format!("Invalid sandbox ID: {id:?} (expected lowercase letters and digits)"),
+            ))
+        }
     }
 }
 
@@ -154,7 +218,7 @@ async fn auth(State(api): State<Api>, req: Request, next: Next) -> Response {
             StatusCode::UNAUTHORIZED,
             "missing X-API-Key header: set E2B_API_KEY to the key e2b serve printed",
         ),
-        Some(k) if !constant_time_eq(k, api.api_key.as_bytes()) => error(
+        Some(k) if !bool::from(k.ct_eq(api.api_key.as_bytes())) => error(
             StatusCode::UNAUTHORIZED,
             "Invalid API key: use the key e2b serve printed at start (E2B_API_KEY)",
         ),
@@ -162,28 +226,15 @@ async fn auth(State(api): State<Api>, req: Request, next: Next) -> Response {
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-async fn create(State(api): State<Api>, bytes: Bytes) -> Response {
-    let req: wire::NewSandbox = match body(&bytes, "NewSandbox") {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
-    match api.registry.create(req).await {
-        Ok(s) => json(StatusCode::CREATED, &s.wire()),
-        Err(f) => failure(f),
-    }
+async fn create(State(api): State<Api>, bytes: Bytes) -> Answer {
+    let s = api.registry.create(body(&bytes, "NewSandbox")?).await?;
+    Ok(json(StatusCode::CREATED, &s.wire()))
 }
 
 /// `POST /v2/sandboxes` (`NewSandboxV2`, what the SDKs from 2.6x call): always secured, and an
 /// `Idempotency-Key` repeated by a retry answers with the sandbox the first request created.
-async fn create_v2(State(api): State<Api>, headers: http::HeaderMap, bytes: Bytes) -> Response {
-    let mut req: wire::NewSandbox = match body(&bytes, "NewSandboxV2") {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
+async fn create_v2(State(api): State<Api>, headers: http::HeaderMap, bytes: Bytes) -> Answer {
+    let mut req: wire::NewSandbox = body(&bytes, "NewSandboxV2")?;
     req.secure = Some(true);
     let key = headers
         .get("idempotency-key")
@@ -194,129 +245,70 @@ async fn create_v2(State(api): State<Api>, headers: http::HeaderMap, bytes: Byte
         .as_deref()
         .and_then(|k| api.registry.by_idempotency_key(k))
     {
-        return json(StatusCode::CREATED, &s.wire());
+        return Ok(json(StatusCode::CREATED, &s.wire()));
     }
-    match api.registry.create(req).await {
-        Ok(s) => {
-            if let Some(k) = key {
-                api.registry.remember_idempotency_key(k, &s.id);
-            }
-            json(StatusCode::CREATED, &s.wire())
-        }
-        Err(f) => failure(f),
+    let s = api.registry.create(req).await?;
+    if let Some(k) = key {
+        api.registry.remember_idempotency_key(k, &s.id);
     }
+    Ok(json(StatusCode::CREATED, &s.wire()))
 }
 
 /// `POST /v2/sandboxes/{id}/connect`: the body is optional, an omitted timeout is 300 s.
-async fn connect_v2(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -> Response {
-    if let Err(r) = check_id(&id) {
-        return r;
-    }
+async fn connect_v2(State(api): State<Api>, SandboxId(id): SandboxId, bytes: Bytes) -> Answer {
     #[derive(serde::Deserialize, Default)]
     struct ConnectV2 {
         timeout: Option<i32>,
     }
-    let req: ConnectV2 = match optional_body(&bytes, "ConnectSandboxV2") {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
-    connected(api.registry.connect(&id, req.timeout.unwrap_or(300)))
+    let req: ConnectV2 = optional_body(&bytes, "ConnectSandboxV2")?;
+    connected(api.registry.connect(&id, req.timeout.unwrap_or(300))?)
 }
 
-async fn info(State(api): State<Api>, Path(id): Path<String>) -> Response {
-    if let Err(r) = check_id(&id) {
-        return r;
-    }
-    match api.registry.get(&id) {
-        Some(s) => json(StatusCode::OK, &s.detail(&api.registry.settings)),
-        None => failure(Failure::not_found(&id)),
-    }
+async fn info(State(api): State<Api>, SandboxId(id): SandboxId) -> Answer {
+    let s = api.sandbox(&id)?;
+    Ok(json(StatusCode::OK, &s.detail(&api.registry.settings)))
 }
 
-async fn kill(State(api): State<Api>, Path(id): Path<String>) -> Response {
-    if let Err(r) = check_id(&id) {
-        return r;
-    }
+async fn kill(State(api): State<Api>, SandboxId(id): SandboxId) -> Answer {
     if api.registry.kill(&id).await {
-        no_content()
+        Ok(no_content())
     } else {
-        failure(Failure::not_found(&id))
+        Err(Failure::not_found(&id).into())
     }
 }
 
-async fn set_timeout(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -> Response {
-    if let Err(r) = check_id(&id) {
-        return r;
-    }
-    let req: wire::SandboxTimeoutRequest = match body(&bytes, "SandboxTimeoutRequest") {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
-    match api.registry.set_timeout(&id, req.timeout) {
-        Ok(()) => no_content(),
-        Err(f) => failure(f),
-    }
+async fn set_timeout(State(api): State<Api>, SandboxId(id): SandboxId, bytes: Bytes) -> Answer {
+    let req: wire::SandboxTimeoutRequest = body(&bytes, "SandboxTimeoutRequest")?;
+    api.registry.set_timeout(&id, req.timeout)?;
+    Ok(no_content())
 }
 
-async fn refresh(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -> Response {
-    if let Err(r) = check_id(&id) {
-        return r;
-    }
+async fn refresh(State(api): State<Api>, SandboxId(id): SandboxId, bytes: Bytes) -> Answer {
     #[derive(serde::Deserialize, Default)]
     struct Refresh {
         duration: Option<i32>,
     }
-    let req: Refresh = match optional_body(&bytes, "refresh") {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
-    match api.registry.connect(&id, req.duration.unwrap_or(15)) {
-        Ok(_) => no_content(),
-        Err(f) => failure(f),
-    }
+    let req: Refresh = optional_body(&bytes, "refresh")?;
+    api.registry.connect(&id, req.duration.unwrap_or(15))?;
+    Ok(no_content())
 }
 
-async fn connect(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -> Response {
-    if let Err(r) = check_id(&id) {
-        return r;
-    }
-    let req: wire::ConnectSandbox = match body(&bytes, "ConnectSandbox") {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
-    connected(api.registry.connect(&id, req.timeout))
+async fn connect(State(api): State<Api>, SandboxId(id): SandboxId, bytes: Bytes) -> Answer {
+    let req: wire::ConnectSandbox = body(&bytes, "ConnectSandbox")?;
+    connected(api.registry.connect(&id, req.timeout)?)
 }
 
-async fn resume(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -> Response {
-    if let Err(r) = check_id(&id) {
-        return r;
-    }
-    let req: wire::ResumedSandbox = match optional_body(&bytes, "ResumedSandbox") {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
-    match api.registry.resume(&id, req.timeout.unwrap_or(15)) {
-        Ok(s) => json(StatusCode::CREATED, &s.wire()),
-        Err(f) => failure(f),
-    }
+async fn resume(State(api): State<Api>, SandboxId(id): SandboxId, bytes: Bytes) -> Answer {
+    let req: wire::ResumedSandbox = optional_body(&bytes, "ResumedSandbox")?;
+    let s = api.registry.resume(&id, req.timeout.unwrap_or(15))?;
+    Ok(json(StatusCode::CREATED, &s.wire()))
 }
 
-async fn pause(State(api): State<Api>, Path(id): Path<String>, bytes: Bytes) -> Response {
-    if let Err(r) = check_id(&id) {
-        return r;
-    }
-    if !bytes.iter().all(u8::is_ascii_whitespace)
-        && let Err(e) = serde_json::from_slice::<wire::SandboxPauseRequest>(&bytes)
-    {
-        return error(
-            StatusCode::BAD_REQUEST,
-            format!("invalid SandboxPauseRequest body: {e}"),
-        );
-    }
-    match api.registry.pause(&id) {
-        Ok(()) => no_content(),
-        Err(f) => failure(f),
-    }
+async fn pause(State(api): State<Api>, SandboxId(id): SandboxId, bytes: Bytes) -> Answer {
+    // The body is optional and checked, but pausing has no options here.
+    let _: wire::SandboxPauseRequest = optional_body(&bytes, "SandboxPauseRequest")?;
+    api.registry.pause(&id)?;
+    Ok(no_content())
 }
 
 fn int_param(pairs: &[(String, String)], name: &str) -> Result<Option<i64>, Response> {
@@ -331,38 +323,18 @@ fn int_param(pairs: &[(String, String)], name: &str) -> Result<Option<i64>, Resp
     }
 }
 
-fn pairs(q: Option<String>) -> Result<Vec<(String, String)>, Response> {
-    util::query_pairs(q.as_deref())
-        .ok_or_else(|| error(StatusCode::BAD_REQUEST, "malformed query string"))
-}
-
 async fn metrics(
     State(api): State<Api>,
-    Path(id): Path<String>,
-    RawQuery(q): RawQuery,
-) -> Response {
-    if let Err(r) = check_id(&id) {
-        return r;
-    }
-    let p = match pairs(q) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let (start, end) = match (int_param(&p, "start"), int_param(&p, "end")) {
-        (Ok(s), Ok(e)) => (s, e),
-        (Err(r), _) | (_, Err(r)) => return r,
-    };
-    match api.registry.get(&id) {
-        Some(s) => json(StatusCode::OK, &s.metrics(start, end)),
-        None => failure(Failure::not_found(&id)),
-    }
+    SandboxId(id): SandboxId,
+    QueryPairs(p): QueryPairs,
+) -> Answer {
+    let start = int_param(&p, "start")?;
+    let end = int_param(&p, "end")?;
+    let s = api.sandbox(&id)?;
+    Ok(json(StatusCode::OK, &s.metrics(start, end)))
 }
 
-async fn batch_metrics(State(api): State<Api>, RawQuery(q): RawQuery) -> Response {
-    let p = match pairs(q) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
+async fn batch_metrics(State(api): State<Api>, QueryPairs(p): QueryPairs) -> Answer {
     let ids: Vec<String> = p
         .iter()
         .filter(|(k, _)| k == "sandbox_ids")
@@ -370,10 +342,10 @@ async fn batch_metrics(State(api): State<Api>, RawQuery(q): RawQuery) -> Respons
         .filter(|s| !s.is_empty())
         .collect();
     if ids.len() > 100 {
-        return error(
+        return Err(error(
             StatusCode::BAD_REQUEST,
             "Too many sandboxes requested, maximum is 100",
-        );
+        ));
     }
     let mut sandboxes = std::collections::BTreeMap::new();
     for id in ids {
@@ -381,7 +353,10 @@ async fn batch_metrics(State(api): State<Api>, RawQuery(q): RawQuery) -> Respons
             sandboxes.insert(id, m);
         }
     }
-    json(StatusCode::OK, &wire::SandboxesWithMetrics { sandboxes })
+    Ok(json(
+        StatusCode::OK,
+        &wire::SandboxesWithMetrics { sandboxes },
+    ))
 }
 
 fn log_line(level: wire::LogLevel, message: &str, id: &str) -> String {
@@ -396,23 +371,12 @@ fn log_line(level: wire::LogLevel, message: &str, id: &str) -> String {
 
 async fn logs_v1(
     State(api): State<Api>,
-    Path(id): Path<String>,
-    RawQuery(q): RawQuery,
-) -> Response {
-    if let Err(r) = check_id(&id) {
-        return r;
-    }
-    let p = match pairs(q) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let (start, limit) = match (int_param(&p, "start"), int_param(&p, "limit")) {
-        (Ok(s), Ok(l)) => (s, l.unwrap_or(1000).clamp(0, 1000) as usize),
-        (Err(r), _) | (_, Err(r)) => return r,
-    };
-    let Some(s) = api.registry.get(&id) else {
-        return failure(Failure::not_found(&id));
-    };
+    SandboxId(id): SandboxId,
+    QueryPairs(p): QueryPairs,
+) -> Answer {
+    let start = int_param(&p, "start")?;
+    let limit = int_param(&p, "limit")?.unwrap_or(1000).clamp(0, 1000) as usize;
+    let s = api.sandbox(&id)?;
     let entries = s.logs(start, limit);
     let logs: Vec<wire::SandboxLog> = entries
         .iter()
@@ -421,16 +385,23 @@ async fn logs_v1(
             line: log_line(*level, msg, &id),
         })
         .collect();
-    let log_entries: Vec<wire::SandboxLogEntry> = entries
-        .into_iter()
-        .map(|(at, level, message)| wire::SandboxLogEntry {
-            timestamp: util::rfc3339(at),
-            level,
-            message,
-            fields: Default::default(),
-        })
-        .collect();
-    json(StatusCode::OK, &wire::SandboxLogs { logs, log_entries })
+    let log_entries: Vec<wire::SandboxLogEntry> = entries.into_iter().map(log_entry).collect();
+    Ok(json(
+        StatusCode::OK,
+        &wire::SandboxLogs { logs, log_entries },
+    ))
+}
+
+/// A log line of the sandbox as the structured entry of both log endpoints.
+fn log_entry(
+    (at, level, message): (time::OffsetDateTime, wire::LogLevel, String),
+) -> wire::SandboxLogEntry {
+    wire::SandboxLogEntry {
+        timestamp: util::rfc3339(at),
+        level,
+        message,
+        fields: Default::default(),
+    }
 }
 
 fn level_rank(level: wire::LogLevel) -> u8 {
@@ -444,22 +415,16 @@ fn level_rank(level: wire::LogLevel) -> u8 {
 
 async fn logs_v2(
     State(api): State<Api>,
-    Path(id): Path<String>,
-    RawQuery(q): RawQuery,
-) -> Response {
-    if let Err(r) = check_id(&id) {
-        return r;
-    }
-    let p = match pairs(q) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let (cursor, limit) = match (int_param(&p, "cursor"), int_param(&p, "limit")) {
-        (Ok(c), Ok(l)) => (c, l.unwrap_or(1000)),
-        (Err(r), _) | (_, Err(r)) => return r,
-    };
+    SandboxId(id): SandboxId,
+    QueryPairs(p): QueryPairs,
+) -> Answer {
+    let cursor = int_param(&p, "cursor")?;
+    let limit = int_param(&p, "limit")?.unwrap_or(1000);
     if !(0..=1000).contains(&limit) {
-        return error(StatusCode::BAD_REQUEST, "limit must be between 0 and 1000");
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "limit must be between 0 and 1000",
+        ));
     }
     let get = |name: &str| {
         p.iter()
@@ -471,10 +436,10 @@ async fn logs_v2(
         None | Some("backward") => false,
         Some("forward") => true,
         Some(d) => {
-            return error(
+            return Err(error(
                 StatusCode::BAD_REQUEST,
                 format!("direction must be forward or backward, not {d:?}"),
-            );
+            ));
         }
     };
     let min_level = match get("level") {
@@ -484,16 +449,14 @@ async fn logs_v2(
         Some("warn") => level_rank(wire::LogLevel::Warn),
         Some("error") => level_rank(wire::LogLevel::Error),
         Some(l) => {
-            return error(
+            return Err(error(
                 StatusCode::BAD_REQUEST,
                 format!("level must be debug, info, warn or error, not {l:?}"),
-            );
+            ));
         }
     };
     let search = get("search").unwrap_or("");
-    let Some(s) = api.registry.get(&id) else {
-        return failure(Failure::not_found(&id));
-    };
+    let s = api.sandbox(&id)?;
     let mut entries: Vec<_> = s
         .logs(None, usize::MAX)
         .into_iter()
@@ -513,50 +476,22 @@ async fn logs_v2(
     let logs: Vec<wire::SandboxLogEntry> = entries
         .into_iter()
         .take(limit as usize)
-        .map(|(at, level, message)| wire::SandboxLogEntry {
-            timestamp: util::rfc3339(at),
-            level,
-            message,
-            fields: Default::default(),
-        })
+        .map(log_entry)
         .collect();
-    json(StatusCode::OK, &wire::SandboxLogsV2Response { logs })
+    Ok(json(StatusCode::OK, &wire::SandboxLogsV2Response { logs }))
 }
 
 /// Deprecated `GET /sandboxes`: running sandboxes, optional metadata filter.
-async fn list_v1(State(api): State<Api>, RawQuery(q): RawQuery) -> Response {
-    let p = match pairs(q) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
+async fn list_v1(State(api): State<Api>, QueryPairs(p): QueryPairs) -> Answer {
     let filter = match p.iter().find(|(k, _)| k == "metadata") {
-        Some((_, v)) => match parse_metadata_filter(v) {
-            Ok(f) => f,
-            Err(r) => return r,
-        },
+        Some((_, v)) => parse_metadata_filter(v)?,
         None => Vec::new(),
     };
     let settings = &api.registry.settings;
-    let mut items: Vec<_> = api
-        .registry
-        .all()
-        .into_iter()
-        .map(|s| {
-            let v = s.view();
-            (s, v)
-        })
-        .filter(|(s, v)| {
-            v.state == sandboxes::State::Running
-                && filter.iter().all(|(k, val)| s.metadata.get(k) == Some(val))
-        })
-        .collect();
-    items.sort_by(|a, b| {
-        b.1.started_at
-            .cmp(&a.1.started_at)
-            .then(a.0.id.cmp(&b.0.id))
-    });
+    let items = api
+        .newest_first(|s, v| v.state == sandboxes::State::Running && metadata_matches(s, &filter));
     let out: Vec<_> = items.iter().map(|(s, v)| s.listed(settings, v)).collect();
-    json(StatusCode::OK, &out)
+    Ok(json(StatusCode::OK, &out))
 }
 
 /// infra's `parseFilters`: unescape the whole value, split on `&`, each pair on `=` (exactly
@@ -609,11 +544,7 @@ fn parse_token(token: &str, asc: bool) -> Option<(time::OffsetDateTime, String)>
 }
 
 /// `GET /v2/sandboxes`.
-async fn list_v2(State(api): State<Api>, RawQuery(q): RawQuery) -> Response {
-    let p = match pairs(q) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
+async fn list_v2(State(api): State<Api>, QueryPairs(p): QueryPairs) -> Answer {
     let mut want_running = false;
     let mut want_paused = false;
     let mut any_state = false;
@@ -632,43 +563,40 @@ async fn list_v2(State(api): State<Api>, RawQuery(q): RawQuery) -> Response {
                         "running" => want_running = true,
                         "paused" => want_paused = true,
                         other => {
-                            return error(
+                            return Err(error(
                                 StatusCode::BAD_REQUEST,
                                 format!("state must be running or paused, not {other:?}"),
-                            );
+                            ));
                         }
                     }
                 }
             }
-            "metadata" => match parse_metadata_filter(v) {
-                Ok(f) => filter = f,
-                Err(r) => return r,
-            },
+            "metadata" => filter = parse_metadata_filter(v)?,
             "order" => match v.as_str() {
                 "asc" => asc = true,
                 "desc" => asc = false,
                 other => {
-                    return error(
+                    return Err(error(
                         StatusCode::BAD_REQUEST,
                         format!("order must be asc or desc, not {other:?}"),
-                    );
+                    ));
                 }
             },
             "startedAfter" => match util::parse_rfc3339(v) {
                 Some(t) => started_after = Some(util::truncate_us(t)),
                 None => {
-                    return error(
+                    return Err(error(
                         StatusCode::BAD_REQUEST,
                         format!("startedAfter must be an RFC 3339 date-time, not {v:?}"),
-                    );
+                    ));
                 }
             },
             "template" => {
                 if v.contains(':') {
-                    return error(
+                    return Err(error(
                         StatusCode::BAD_REQUEST,
                         "template filter must not contain a tag",
-                    );
+                    ));
                 }
                 template = Some(v.clone());
             }
@@ -676,10 +604,10 @@ async fn list_v2(State(api): State<Api>, RawQuery(q): RawQuery) -> Response {
             "limit" => match v.parse::<usize>() {
                 Ok(n) if (1..=100).contains(&n) => limit = n,
                 _ => {
-                    return error(
+                    return Err(error(
                         StatusCode::BAD_REQUEST,
                         format!("limit must be an integer from 1 to 100, not {v:?}"),
-                    );
+                    ));
                 }
             },
             _ => {}
@@ -693,35 +621,21 @@ async fn list_v2(State(api): State<Api>, RawQuery(q): RawQuery) -> Response {
         None => None,
         Some(t) => match parse_token(t, asc) {
             Some(c) => Some(c),
-            None => return error(StatusCode::BAD_REQUEST, "Invalid next token"),
+            None => return Err(error(StatusCode::BAD_REQUEST, "Invalid next token")),
         },
     };
     let settings = &api.registry.settings;
-    let mut items: Vec<_> = api
-        .registry
-        .all()
-        .into_iter()
-        .map(|s| {
-            let v = s.view();
-            (s, v)
-        })
-        .filter(|(s, v)| {
-            let state_ok = match v.state {
-                sandboxes::State::Running => want_running,
-                sandboxes::State::Paused => want_paused,
-            };
-            state_ok
-                && filter.iter().all(|(k, val)| s.metadata.get(k) == Some(val))
-                && template.as_deref().is_none_or(|t| t == sandboxes::TEMPLATE)
-                && started_after.is_none_or(|t| v.started_at >= t)
-        })
-        .collect();
-    // Desc = (startedAt DESC, id ASC); asc is the exact reverse.
-    items.sort_by(|a, b| {
-        b.1.started_at
-            .cmp(&a.1.started_at)
-            .then(a.0.id.cmp(&b.0.id))
+    let mut items = api.newest_first(|s, v| {
+        let state_ok = match v.state {
+            sandboxes::State::Running => want_running,
+            sandboxes::State::Paused => want_paused,
+        };
+        state_ok
+            && metadata_matches(s, &filter)
+            && template.as_deref().is_none_or(|t| t == sandboxes::TEMPLATE)
+            && started_after.is_none_or(|t| v.started_at >= t)
     });
+    // Asc is the exact reverse of desc.
     if asc {
         items.reverse();
     }
@@ -753,7 +667,7 @@ async fn list_v2(State(api): State<Api>, RawQuery(q): RawQuery) -> Response {
         resp.headers_mut()
             .insert("x-total-running", HeaderValue::from(total_running));
     }
-    resp
+    Ok(resp)
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 3000)]
     pub api_port: u16,
     /// Port of the edge that reaches every sandbox's envd (point E2B_SANDBOX_URL at it).
-    #[arg(long, default_value_t = crate::edge::ENVD_PORT)]
+    #[arg(long, default_value_t = e2b_envd_proto::wire::DEFAULT_PORT)]
     pub edge_port: u16,
     /// API key clients must send (X-API-Key). Default: the key stored in --key-file, generated
     /// on first use.

@@ -27,12 +27,13 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::h2splice::{self, Admit, HeaderList, Peeked};
-use crate::sandboxes::{Registry, Route};
-use crate::util;
+// envd's port is also the port in E2B's host names (`49983-<id>.<domain>`).
+use e2b_envd_proto::wire::headers::{SANDBOX_ID, SANDBOX_PORT};
+use e2b_envd_proto::wire::{DEFAULT_PORT, FileOperation, files_query};
 
-/// envd's port in E2B's host names (`49983-<id>.<domain>`).
-pub(crate) const ENVD_PORT: u16 = 49983;
+use crate::h2splice::{self, Admit, HeaderList, Peeked};
+use crate::sandboxes::{Registry, Route, SignedUrl};
+use crate::util;
 
 /// How long the edge waits for a sandbox's envd to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -186,8 +187,8 @@ impl Edge {
         // A user's server speaks HTTP/1.1 (h2c to it is not assumed); envd gets each version.
         let h2 = req.version() == http::Version::HTTP_2 && !user_port;
         if user_port {
-            req.headers_mut().remove("e2b-sandbox-id");
-            req.headers_mut().remove("e2b-sandbox-port");
+            req.headers_mut().remove(SANDBOX_ID);
+            req.headers_mut().remove(SANDBOX_PORT);
         }
         req.headers_mut().remove(header::HOST);
         if !h2 {
@@ -243,11 +244,11 @@ impl Edge {
     fn target(&self, req: &Request<Incoming>) -> Result<Target, Response<Body>> {
         let headers = req.headers();
         let header_id = headers
-            .get("e2b-sandbox-id")
+            .get(SANDBOX_ID)
             .and_then(|v| v.to_str().ok())
             .map(|s| s.trim().to_string());
         let header_port = headers
-            .get("e2b-sandbox-port")
+            .get(SANDBOX_PORT)
             .and_then(|v| v.to_str().ok())
             .map(|s| s.trim().to_string());
         let host = host_id(req);
@@ -258,14 +259,14 @@ impl Edge {
                 Err(_) => return Err(port_closed(p)),
             },
             (None, Some((p, _))) if header_id.is_none() => *p,
-            _ => ENVD_PORT,
+            _ => DEFAULT_PORT,
         };
         let id = header_id.or_else(|| host.map(|(_, id)| id));
         if let Some(id) = id {
             if !util::valid_id(&id) {
                 return Err(not_found(&id, "Invalid sandbox ID"));
             }
-            if port != ENVD_PORT {
+            if port != DEFAULT_PORT {
                 return self.user_port(id, port);
             }
             return match self.registry.route(&id) {
@@ -351,17 +352,24 @@ impl Edge {
 
     fn signed(&self, req: &Request<Incoming>) -> Option<(String, SocketAddr)> {
         let op = match *req.method() {
-            http::Method::GET | http::Method::HEAD => "read",
-            http::Method::POST => "write",
+            http::Method::GET | http::Method::HEAD => FileOperation::Read,
+            http::Method::POST => FileOperation::Write,
             _ => return None,
         };
         let pairs = util::query_pairs(req.uri().query())?;
         let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        let sig = get("signature")?;
-        let path = get("path").unwrap_or("");
-        let user = get("username").unwrap_or("");
-        let exp = get("signature_expiration");
-        self.registry.route_signed(path, op, user, exp, sig)
+        // As envd reads it: an expiration that is not unix seconds signs nothing.
+        let expiration = match get(files_query::SIGNATURE_EXPIRATION).filter(|e| !e.is_empty()) {
+            None => None,
+            Some(e) => Some(e.trim().parse::<i64>().ok()?),
+        };
+        self.registry.route_signed(&SignedUrl {
+            path: get(files_query::PATH).unwrap_or(""),
+            op,
+            user: get(files_query::USERNAME).unwrap_or(""),
+            expiration,
+            signature: get(files_query::SIGNATURE)?,
+        })
     }
 }
 
@@ -398,18 +406,18 @@ fn host_port_id(host: &str) -> Option<(u16, String)> {
 /// The sandbox an HTTP/2 request's headers name (the rules of [`Edge::target`] without the
 /// signed `/files` URLs), or why none.
 fn h2_sandbox(list: &HeaderList) -> Result<String, String> {
-    if let Some(port) = h2splice::header(list, "e2b-sandbox-port")
-        && port.trim() != ENVD_PORT.to_string()
+    if let Some(port) = h2splice::header(list, SANDBOX_PORT)
+        && port.trim() != DEFAULT_PORT.to_string()
     {
         return Err(port_message(port));
     }
     let host = h2splice::header(list, ":authority")
         .or_else(|| h2splice::header(list, "host"))
         .and_then(host_port_id);
-    let id = match h2splice::header(list, "e2b-sandbox-id") {
+    let id = match h2splice::header(list, SANDBOX_ID) {
         Some(id) => id.trim().to_string(),
         None => match host {
-            Some((port, _)) if port != ENVD_PORT => return Err(port_message(&port.to_string())),
+            Some((port, _)) if port != DEFAULT_PORT => return Err(port_message(&port.to_string())),
             Some((_, id)) => id,
             None => return Err(NO_SANDBOX.to_string()),
         },
@@ -481,7 +489,7 @@ const NO_SANDBOX: &str = "no sandbox named: send the E2b-Sandbox-Id header, use 
 
 fn port_message(port: &str) -> String {
     format!(
-        "port {port} is not served by e2b serve's edge (envd is port {ENVD_PORT}; user ports are 1-65535 other than e2b serve's own)"
+        "port {port} is not served by e2b serve's edge (envd is port {DEFAULT_PORT}; user ports are 1-65535 other than e2b serve's own)"
     )
 }
 

@@ -746,7 +746,12 @@ mod tests {
     fn headers_round_trip_through_the_relay_encoding() {
         let list: HeaderList = vec![
             (b":method".to_vec(), b"POST".to_vec()),
-            (b"e2b-sandbox-id".to_vec(), b"abc".to_vec()),
+            (
+                e2b_envd_proto::wire::headers::SANDBOX_ID
+                    .as_bytes()
+                    .to_vec(),
+                b"abc".to_vec(),
+            ),
             (b"x-long".to_vec(), vec![b'v'; 40_000]),
         ];
         let mut out = Vec::new();

@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use bytes::Bytes;
+use e2b_envd_proto::wire::{FileOperation, file_signature, headers::ACCESS_TOKEN};
 use http::StatusCode;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use sha2::Digest as _;
+use subtle::ConstantTimeEq as _;
 use time::OffsetDateTime;
 
 use crate::runtime::{Instance, Runtime, SandboxSpec};
@@ -29,6 +29,16 @@ pub(crate) const CLIENT_ID: &str = "6532622b";
 const MAX_SAMPLES: usize = 720;
 /// Log entries kept per sandbox.
 const MAX_LOGS: usize = 1000;
+
+/// What a `/files` URL signature covers, and the signature.
+pub(crate) struct SignedUrl<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) op: FileOperation,
+    pub(crate) user: &'a str,
+    /// Unix seconds.
+    pub(crate) expiration: Option<i64>,
+    pub(crate) signature: &'a str,
+}
 
 /// A failed API call: the status and the message of E2B's `Error` body.
 #[derive(Debug, Clone)]
@@ -158,25 +168,26 @@ impl Sandbox {
     }
 
     pub(crate) fn detail(&self, s: &Settings) -> wire::SandboxDetail {
-        let v = self.view();
+        // The fields both schemas have come from `listed`.
+        let l = self.listed(s, &self.view());
         wire::SandboxDetail {
-            template_id: TEMPLATE.into(),
-            sandbox_id: self.id.clone(),
-            client_id: CLIENT_ID.into(),
-            alias: Some(TEMPLATE.into()),
-            started_at: util::rfc3339(v.started_at),
-            end_at: util::rfc3339(v.end_at),
-            cpu_count: wire::int32(u64::from(s.cpu_count)),
-            memory_mb: wire::int32(s.memory_mb),
-            disk_size_mb: wire::int32(s.disk_size_mb),
-            state: v.state.wire(),
-            envd_version: self.envd_version.clone(),
+            alias: l.alias,
+            client_id: l.client_id,
+            cpu_count: l.cpu_count,
+            disk_size_mb: l.disk_size_mb,
+            end_at: l.end_at,
+            envd_version: l.envd_version,
+            memory_mb: l.memory_mb,
+            metadata: l.metadata,
+            sandbox_id: l.sandbox_id,
+            started_at: l.started_at,
+            state: l.state,
+            template_id: l.template_id,
+            volume_mounts: l.volume_mounts,
             envd_access_token: self.token.clone(),
             allow_internet_access: self.allow_internet_access,
             domain: None,
-            metadata: Some(self.metadata.clone()),
             network: None,
-            volume_mounts: None,
             lifecycle: Some(wire::SandboxLifecycle {
                 auto_resume: false,
                 on_timeout: if self.auto_pause {
@@ -280,28 +291,14 @@ impl Sandbox {
         i.samples.push_back((at, metric));
     }
 
-    /// The `v1_` signature the SDKs put on `/files` URLs, with this sandbox's token.
-    pub(crate) fn signs(
-        &self,
-        path: &str,
-        op: &str,
-        user: &str,
-        expiration: Option<&str>,
-        sig: &str,
-    ) -> bool {
+    /// Whether `url`'s signature is the `v1_` signature the SDKs put on `/files` URLs, made
+    /// with this sandbox's token (compared in constant time).
+    pub(crate) fn signs(&self, url: &SignedUrl<'_>) -> bool {
         let Some(token) = &self.token else {
             return false;
         };
-        let raw = match expiration {
-            Some(e) => format!("{path}:{op}:{user}:{token}:{e}"),
-            None => format!("{path}:{op}:{user}:{token}"),
-        };
-        let digest = sha2::Sha256::digest(raw.as_bytes());
-        let expected = format!(
-            "v1_{}",
-            base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest)
-        );
-        expected.as_bytes() == sig.as_bytes()
+        let expected = file_signature(url.path, url.op, url.user, token, url.expiration);
+        bool::from(expected.as_bytes().ct_eq(url.signature.as_bytes()))
     }
 }
 
@@ -403,17 +400,10 @@ impl Registry {
     }
 
     /// The running sandbox whose token signed this `/files` URL.
-    pub(crate) fn route_signed(
-        &self,
-        path: &str,
-        op: &str,
-        user: &str,
-        expiration: Option<&str>,
-        sig: &str,
-    ) -> Option<(String, SocketAddr)> {
+    pub(crate) fn route_signed(&self, url: &SignedUrl<'_>) -> Option<(String, SocketAddr)> {
         self.all()
             .into_iter()
-            .find(|s| s.view().state == State::Running && s.signs(path, op, user, expiration, sig))
+            .find(|s| s.view().state == State::Running && s.signs(url))
             .map(|s| (s.id.clone(), s.envd_addr))
     }
 
@@ -537,7 +527,7 @@ impl Registry {
             let mut req =
                 http::Request::post(&uri).header(http::header::CONTENT_TYPE, "application/json");
             if let Some(t) = token {
-                req = req.header("x-access-token", t);
+                req = req.header(ACCESS_TOKEN, t);
             }
             let req = req
                 .body(Full::new(body.clone()))

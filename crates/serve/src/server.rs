@@ -48,7 +48,7 @@ impl ServeConfig {
         Self {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             api_port: 3000,
-            edge_port: crate::edge::ENVD_PORT,
+            edge_port: e2b_envd_proto::wire::DEFAULT_PORT,
             api_key: api_key.into(),
             state_dir: None,
             max_sandboxes: 256,
@@ -92,20 +92,13 @@ impl Serve {
         }
         let api_addr = SocketAddr::new(config.bind, config.api_port);
         let edge_addr = SocketAddr::new(config.bind, config.edge_port);
-        let api_listener =
-            TcpListener::bind(api_addr)
+        let bind = |addr: SocketAddr| async move {
+            TcpListener::bind(addr)
                 .await
-                .map_err(|source| ServeError::Bind {
-                    addr: api_addr,
-                    source,
-                })?;
-        let edge_listener =
-            TcpListener::bind(edge_addr)
-                .await
-                .map_err(|source| ServeError::Bind {
-                    addr: edge_addr,
-                    source,
-                })?;
+                .map_err(|source| ServeError::Bind { addr, source })
+        };
+        let api_listener = bind(api_addr).await?;
+        let edge_listener = bind(edge_addr).await?;
         let (state_dir, owned_dir) = match &config.state_dir {
             Some(d) => {
                 std::fs::create_dir_all(d)?;

@@ -17,30 +17,25 @@ pub(crate) fn truncate_us(t: OffsetDateTime) -> OffsetDateTime {
 /// RFC 3339 in UTC with microseconds, e.g. `2026-12-01T10:00:00.123456Z`.
 pub(crate) fn rfc3339(t: OffsetDateTime) -> String {
     let t = t.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.microsecond()
-    )
+    rfc3339_utc(t, t.microsecond(), 6)
 }
 
 /// RFC 3339 with nanoseconds (pagination tokens, as infra writes them).
 pub(crate) fn rfc3339_nano(t: OffsetDateTime) -> String {
     let t = t.to_offset(time::UtcOffset::UTC);
+    rfc3339_utc(t, t.nanosecond(), 9)
+}
+
+/// `t` (in UTC) with `fraction` as its `digits`-digit fraction of a second.
+fn rfc3339_utc(t: OffsetDateTime, fraction: u32, digits: usize) -> String {
     format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}Z",
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{fraction:0digits$}Z",
         t.year(),
         u8::from(t.month()),
         t.day(),
         t.hour(),
         t.minute(),
         t.second(),
-        t.nanosecond()
     )
 }
 

@@ -4,21 +4,17 @@
 
 mod common;
 
-use base64::Engine as _;
 use common::*;
+use e2b_envd_proto::wire::{FileOperation, file_signature};
 use serde_json::json;
-use sha2::Digest as _;
 
+/// The SDKs' `/files` URL signature (its digest is pinned by `e2b-envd-proto`'s own tests).
 fn sign(path: &str, op: &str, user: &str, token: &str, exp: Option<u64>) -> String {
-    let raw = match exp {
-        Some(e) => format!("{path}:{op}:{user}:{token}:{e}"),
-        None => format!("{path}:{op}:{user}:{token}"),
+    let op = match op {
+        "read" => FileOperation::Read,
+        _ => FileOperation::Write,
     };
-    format!(
-        "v1_{}",
-        base64::engine::general_purpose::STANDARD_NO_PAD
-            .encode(sha2::Sha256::digest(raw.as_bytes()))
-    )
+    file_signature(path, op, user, token, exp.map(|e| e as i64))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,6 +97,41 @@ async fn routes_by_header_host_and_signature() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
+    // The expiration is read as envd reads it (unix seconds, surrounding spaces allowed); one
+    // that is not a number signs nothing, even when the signature covers its text.
+    for (given, signed) in [
+        (format!(" {exp} "), Some(exp.to_string())),
+        ("soon".into(), None),
+    ] {
+        let raw_sig = match &signed {
+            Some(_) => sig.clone(),
+            None => {
+                // Sign over the literal text, as a sloppy client might.
+                use base64::Engine as _;
+                use sha2::Digest as _;
+                let raw = format!("{path}:read:user:{token_a}:{given}");
+                format!(
+                    "v1_{}",
+                    base64::engine::general_purpose::STANDARD_NO_PAD
+                        .encode(sha2::Sha256::digest(raw.as_bytes()))
+                )
+            }
+        };
+        let resp = env
+            .http
+            .get(format!("{edge}/files"))
+            .query(&[
+                ("path", path.as_str()),
+                ("username", "user"),
+                ("signature", raw_sig.as_str()),
+                ("signature_expiration", given.as_str()),
+            ])
+            .send()
+            .await
+            .unwrap();
+        let want = if signed.is_some() { 200 } else { 502 };
+        assert_eq!(resp.status(), want, "expiration {given:?}");
+    }
     // A signature made with sandbox b's token goes to b, not a: with b paused it gets the 502
     // of a paused sandbox while a's own signature still reaches a.
     let (status, _) = env

@@ -154,3 +154,94 @@ async fn too_many_sandboxes_is_429() {
     assert_eq!(status, 429, "{body}");
     env.serve.shutdown().await;
 }
+
+/// Every route with a sandbox id checks it first; query strings and optional bodies are checked
+/// before the sandbox is looked up; each answer is E2B's 400 body naming the problem.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_ids_queries_and_bodies_are_400() {
+    use reqwest::Method;
+    let env = start().await;
+    let bad = "Not-An-Id";
+    for (method, path) in [
+        (Method::GET, format!("/sandboxes/{bad}")),
+        (Method::DELETE, format!("/sandboxes/{bad}")),
+        (Method::POST, format!("/sandboxes/{bad}/timeout")),
+        (Method::POST, format!("/sandboxes/{bad}/connect")),
+        (Method::POST, format!("/v2/sandboxes/{bad}/connect")),
+        (Method::POST, format!("/sandboxes/{bad}/pause")),
+        (Method::POST, format!("/sandboxes/{bad}/resume")),
+        (Method::POST, format!("/sandboxes/{bad}/refreshes")),
+        (Method::GET, format!("/sandboxes/{bad}/metrics")),
+        (Method::GET, format!("/sandboxes/{bad}/logs")),
+        (Method::GET, format!("/v2/sandboxes/{bad}/logs")),
+    ] {
+        // A body that would be invalid too: the id is reported, not the body.
+        let (status, _, body) = env.call(method.clone(), &path, Some(json!([]))).await;
+        assert_eq!(status, 400, "{method} {path}: {body}");
+        assert_eq!(body["code"], 400);
+        let message = body["message"].as_str().unwrap();
+        assert!(
+            message.contains("Invalid sandbox ID"),
+            "{method} {path}: {message}"
+        );
+    }
+
+    let sbx = env.create(json!({})).await;
+    let id = id(&sbx);
+    for path in [
+        format!("/sandboxes/{id}/metrics?start=%zz"),
+        format!("/sandboxes/{id}/logs?limit=%2"),
+        format!("/v2/sandboxes/{id}/logs?cursor=%zz"),
+        "/v2/sandboxes?state=%zz".to_string(),
+        "/sandboxes?metadata=%zz".to_string(),
+        "/sandboxes/metrics?sandbox_ids=%zz".to_string(),
+    ] {
+        let (status, body) = env.get(&path).await;
+        assert_eq!(status, 400, "{path}: {body}");
+        assert_eq!(body["message"], "malformed query string", "{path}");
+    }
+    for path in [
+        format!("/sandboxes/{id}/metrics?start=yesterday"),
+        format!("/sandboxes/{id}/logs?limit=many"),
+        format!("/v2/sandboxes/{id}/logs?cursor=1.5"),
+    ] {
+        let (status, body) = env.get(&path).await;
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .contains("must be an integer"),
+            "{path}: {body}"
+        );
+    }
+    let (status, body) = env
+        .post(&format!("/sandboxes/{id}/pause"), json!({"unknown": []}))
+        .await;
+    // Unknown fields are ignored, as the SDKs expect of a newer server.
+    assert_eq!(status, 204, "{body}");
+    let (status, body) = env
+        .post(&format!("/sandboxes/{id}/connect"), json!({"timeout": 5}))
+        .await;
+    assert_eq!(status, 201, "connect resumes the paused sandbox: {body}");
+    let resp = env
+        .http
+        .post(env.url(&format!("/sandboxes/{id}/pause")))
+        .header("X-API-Key", KEY)
+        .body("{")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let v: serde_json::Value = resp.json().await.unwrap();
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid SandboxPauseRequest body"),
+        "{v}"
+    );
+    // Still running: the bad request changed nothing.
+    assert_eq!(env.health(&id).await, 204);
+    env.serve.shutdown().await;
+}

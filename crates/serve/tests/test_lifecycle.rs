@@ -1,4 +1,5 @@
-//! Create → run through the edge (h2c gRPC and gRPC-Web) → info → timeout → connect → kill.
+//! Create → info → timeout → connect → metrics → logs → kill; commands through the edge, one
+//! test case per transport (h2c gRPC, gRPC-Web).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -8,10 +9,10 @@ use e2b_commands::{CommandOptions, Transport};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn create_run_info_timeout_connect_kill() {
+async fn create_info_timeout_connect_kill() {
     let env = start().await;
     let sbx = env
-        .create(json!({"metadata": {"suite": "lifecycle"}, "envVars": {"GREETING": "hi"}}))
+        .create(json!({"metadata": {"suite": "lifecycle"}}))
         .await;
     let id = id(&sbx);
     assert!(id.starts_with('i') && id.len() == 21, "{id}");
@@ -28,35 +29,6 @@ async fn create_run_info_timeout_connect_kill() {
 
     // envd is up as soon as create answers.
     assert_eq!(env.health(&id).await, 204);
-
-    for transport in [Transport::Grpc, Transport::GrpcWeb] {
-        let cmds = env.commands(&sbx, transport);
-        let out = cmds
-            .run(
-                "echo $GREETING $E2B_SANDBOX_ID; whoami; pwd",
-                CommandOptions::new(),
-            )
-            .await
-            .unwrap();
-        let lines: Vec<&str> = out.stdout.lines().collect();
-        assert_eq!(
-            lines[0],
-            format!("hi {id}"),
-            "{transport:?}: {}",
-            out.stdout
-        );
-        // Its own working directory, named after the sandbox.
-        assert!(lines[2].contains(&id), "{transport:?}: {}", out.stdout);
-    }
-
-    // Without the token envd refuses: each sandbox has its own.
-    let mut no_token = sbx.clone();
-    no_token["envdAccessToken"] = serde_json::Value::Null;
-    let err = env
-        .commands(&no_token, Transport::GrpcWeb)
-        .run("true", CommandOptions::new())
-        .await;
-    assert!(err.is_err(), "a call without the access token must fail");
 
     let (status, info) = env.get(&format!("/sandboxes/{id}")).await;
     assert_eq!(status, 200, "{info}");
@@ -130,6 +102,48 @@ async fn create_run_info_timeout_connect_kill() {
     assert_eq!(status, 404);
     assert_eq!(env.health(&id).await, 502);
     env.serve.shutdown().await;
+}
+
+/// A command in a fresh sandbox through the edge over `transport`: its env vars, id, user and
+/// own working directory; without the sandbox's access token envd refuses.
+async fn runs_through_the_edge(transport: Transport) {
+    let env = start().await;
+    let sbx = env.create(json!({"envVars": {"GREETING": "hi"}})).await;
+    let id = id(&sbx);
+    let out = env
+        .commands(&sbx, transport)
+        .run(
+            "echo $GREETING $E2B_SANDBOX_ID; whoami; pwd",
+            CommandOptions::new(),
+        )
+        .await
+        .unwrap();
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", out.stdout);
+    assert_eq!(lines[0], format!("hi {id}"), "{}", out.stdout);
+    assert_eq!(lines[1], "user", "{}", out.stdout);
+    // Its own working directory, named after the sandbox.
+    assert!(lines[2].contains(&id), "{}", out.stdout);
+
+    // Without the token envd refuses: each sandbox has its own.
+    let mut no_token = sbx.clone();
+    no_token["envdAccessToken"] = serde_json::Value::Null;
+    let err = env
+        .commands(&no_token, transport)
+        .run("true", CommandOptions::new())
+        .await;
+    assert!(err.is_err(), "a call without the access token must fail");
+    env.serve.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_through_the_edge_h2c() {
+    runs_through_the_edge(Transport::Grpc).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_through_the_edge_grpc_web() {
+    runs_through_the_edge(Transport::GrpcWeb).await;
 }
 
 fn semver_at_least(v: &str, min: (u64, u64, u64)) -> bool {

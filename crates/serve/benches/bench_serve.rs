@@ -8,13 +8,12 @@
 //!    over h2c gRPC and gRPC-Web.
 //!
 //! ```text
-//! cargo build --release -p e2b-serve --bins --examples
-//! target/release/examples/bench_serve [N=100] [BYTES=1G]
-//! target/release/examples/bench_serve --stream-only [BYTES=1G]   # part 3 only
+//! cargo bench -p e2b-serve --bench bench_serve -- [N=100] [BYTES=1G]
+//! cargo bench -p e2b-serve --bench bench_serve -- --stream-only [BYTES=1G]   # part 3 only
 //! ```
 //!
-//! Each sandbox's envd is the `e2b-serve` binary next to this example (`E2B_SERVE_BIN`
-//! overrides it).
+//! Each sandbox's envd is the `e2b-serve` binary cargo builds with this bench, in the same
+//! profile (`E2B_SERVE_BIN` overrides it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -29,13 +28,16 @@ use serde_json::{Value, json};
 
 const KEY: &str = "e2b_00000000000000000000";
 
+const USAGE: &str = "usage: bench_serve [N=100] [BYTES=1G] | bench_serve --stream-only [BYTES=1G]
+  N      sandboxes to create one after another, then hold idle at once (parts 1 and 2)
+  BYTES  stdout streamed through the edge and straight to envd (part 3); M or G suffix";
+
 fn serve_bin() -> std::path::PathBuf {
-    if let Some(p) = std::env::var_os("E2B_SERVE_BIN") {
-        return p.into();
+    match std::env::var_os("E2B_SERVE_BIN") {
+        Some(p) => p.into(),
+        // Built by cargo with this bench, in the same profile.
+        None => env!("CARGO_BIN_EXE_e2b-serve").into(),
     }
-    let exe = std::env::current_exe().unwrap();
-    // target/<profile>/examples/bench_serve → target/<profile>/e2b-serve
-    exe.parent().unwrap().parent().unwrap().join("e2b-serve")
 }
 
 fn parse_size(s: &str) -> u64 {
@@ -117,7 +119,15 @@ async fn stream(cmds: &Commands, bytes: u64) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo bench` passes `--bench`; the counts are the other arguments.
+    let mut args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return;
+    }
     let stream_only = args.iter().any(|a| a == "--stream-only");
     args.retain(|a| a != "--stream-only");
     if stream_only {
@@ -128,7 +138,7 @@ async fn main() {
     let bin = serve_bin();
     assert!(
         bin.exists(),
-        "missing {}: build it first (cargo build --release -p e2b-serve)",
+        "missing {}: run through `cargo bench -p e2b-serve --bench bench_serve`, or set E2B_SERVE_BIN",
         bin.display()
     );
     let state = tempfile::tempdir().unwrap();
