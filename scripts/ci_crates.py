@@ -90,6 +90,8 @@ def members() -> list[dict]:
 
 
 def closure(names: list[str], by_name: dict[str, dict]) -> set[str]:
+    """The named crates and every workspace crate they need, dev-dependencies included (a
+    versioned dev-dependency must resolve in the publish dry run too)."""
     out: set[str] = set()
     todo = list(names)
     while todo:
@@ -97,7 +99,7 @@ def closure(names: list[str], by_name: dict[str, dict]) -> set[str]:
         if n in out:
             continue
         out.add(n)
-        todo.extend(by_name[n]["deps"])
+        todo.extend(by_name[n]["all_deps"])
     return out
 
 

@@ -68,19 +68,19 @@ pub struct Connected {
 #[non_exhaustive]
 pub struct ListQuery {
     /// Only sandboxes whose metadata has every one of these pairs (exact match).
-    pub metadata: BTreeMap<String, String>,
+    metadata: BTreeMap<String, String>,
     /// Only sandboxes in one of these states; empty = running and paused.
-    pub state: Vec<SandboxState>,
+    state: Vec<SandboxState>,
     /// Order by start time; the server's default is newest first.
-    pub order: Option<OrderDirection>,
+    order: Option<OrderDirection>,
     /// Only sandboxes started at or after this RFC 3339 time.
-    pub started_after: Option<String>,
+    started_after: Option<String>,
     /// Only sandboxes of this template (id or alias).
-    pub template: Option<String>,
+    template: Option<String>,
     /// Page size, 1..=100 (server default 100).
-    pub limit: Option<u32>,
+    limit: Option<u32>,
     /// The cursor from a previous page's `X-Next-Token`.
-    pub next_token: Option<String>,
+    next_token: Option<String>,
 }
 
 impl ListQuery {
@@ -124,6 +124,13 @@ impl ListQuery {
     /// Sets the page size (1..=100).
     pub fn limit(mut self, limit: u32) -> Self {
         self.limit = Some(limit);
+        self
+    }
+
+    /// Starts at the page a previous page's cursor (`X-Next-Token`) names. [`Paginator`]
+    /// follows the cursors by itself.
+    pub fn next_token(mut self, token: impl Into<String>) -> Self {
+        self.next_token = Some(token.into());
         self
     }
 
@@ -189,15 +196,52 @@ pub struct ListPage {
 #[non_exhaustive]
 pub struct LogsQuery {
     /// Start at this time, in milliseconds since the epoch.
-    pub cursor: Option<i64>,
+    cursor: Option<i64>,
     /// At most this many entries (0..=1000, server default 1000).
-    pub limit: Option<u32>,
+    limit: Option<u32>,
     /// Read forward or backward from the cursor (server default backward).
-    pub direction: Option<LogsDirection>,
+    direction: Option<LogsDirection>,
     /// Minimum level.
-    pub level: Option<LogLevel>,
+    level: Option<LogLevel>,
     /// Case-sensitive substring of the message (at most 256 characters).
-    pub search: Option<String>,
+    search: Option<String>,
+}
+
+impl LogsQuery {
+    /// An empty query: the server's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts at this time, in milliseconds since the epoch.
+    pub fn cursor(mut self, millis: i64) -> Self {
+        self.cursor = Some(millis);
+        self
+    }
+
+    /// At most this many entries (0..=1000).
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// Reads forward or backward from the cursor.
+    pub fn direction(mut self, direction: LogsDirection) -> Self {
+        self.direction = Some(direction);
+        self
+    }
+
+    /// The minimum level.
+    pub fn level(mut self, level: LogLevel) -> Self {
+        self.level = Some(level);
+        self
+    }
+
+    /// A case-sensitive substring of the message (at most 256 characters).
+    pub fn search(mut self, text: impl Into<String>) -> Self {
+        self.search = Some(text.into());
+        self
+    }
 }
 
 impl ApiClient {

@@ -290,12 +290,12 @@ async fn info_kill_timeout_connect_pause_metrics_and_logs() {
         200,
         json!({"logs": [{"timestamp": "2026-12-01T10:00:05Z", "level": "info", "message": "started", "fields": {"logger": "envd"}}]}),
     ));
-    let mut q = LogsQuery::default();
-    q.cursor = Some(1796119200000);
-    q.limit = Some(10);
-    q.direction = Some(LogsDirection::Forward);
-    q.level = Some(LogLevel::Info);
-    q.search = Some("start".into());
+    let q = LogsQuery::new()
+        .cursor(1796119200000)
+        .limit(10)
+        .direction(LogsDirection::Forward)
+        .level(LogLevel::Info)
+        .search("start");
     let logs = api.sandbox_logs("iabc123", &q).await.unwrap();
     assert_eq!(logs.logs[0].message, "started");
 

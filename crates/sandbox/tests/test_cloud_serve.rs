@@ -414,8 +414,7 @@ async fn wrong_key_unknown_ids_and_bad_bodies_are_typed() {
     negative.timeout = Some(-1);
     let err = api.create_sandbox(&negative).await.unwrap_err();
     assert!(matches!(err, ApiError::InvalidArgument { .. }), "{err:?}");
-    let mut bad_token = ListQuery::new();
-    bad_token.next_token = Some("not a token".into());
+    let bad_token = ListQuery::new().next_token("not a token");
     let err = api.list_sandboxes(&bad_token).await;
     assert!(
         matches!(err, Err(ApiError::InvalidArgument { .. })),

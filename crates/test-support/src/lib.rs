@@ -235,7 +235,11 @@ pub mod floor {
             }
         }
         drop(sock);
-        assert_eq!(receiver.join().expect("the receiver"), bytes, "every byte relayed");
+        assert_eq!(
+            receiver.join().expect("the receiver"),
+            bytes,
+            "every byte relayed"
+        );
         child.wait().expect("head exits");
         t.elapsed()
     }
