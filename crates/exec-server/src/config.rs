@@ -225,6 +225,16 @@ pub struct LocalSandboxArgs {
         env = "E2B_NETWORK"
     )]
     pub network: String,
+    /// With isolation on: the sandbox's root filesystem: `base` (default: the host's system
+    /// directories read-only, a private /home/user and /tmp), a root filesystem directory, a
+    /// `docker export` tarball (.tar, .tar.gz) or an OCI image layout directory (unpacked once
+    /// into $E2B_CACHE/templates and shared read-only; see docs/isolation.md).
+    #[arg(
+        long,
+        value_name = "base|DIR|TARBALL|OCI-LAYOUT",
+        default_value = "base"
+    )]
+    pub template: String,
     /// With isolation on: show a host path read-only inside the sandbox, at the same path or
     /// at SANDBOX (repeatable).
     #[arg(long = "mount-ro", value_name = "HOST[:SANDBOX]")]
@@ -236,6 +246,7 @@ impl Default for LocalSandboxArgs {
         Self {
             isolation: "on".into(),
             network: "internet".into(),
+            template: "base".into(),
             mount_ro: Vec::new(),
         }
     }
@@ -255,12 +266,12 @@ impl LocalSandboxArgs {
                     .network
                     .parse()
                     .map_err(|e: String| ExecServerError::Config(format!("--network: {e}")))?;
-                Ok(self
-                    .mount_ro
-                    .iter()
-                    .fold(e2b::LocalOptions::isolated().network(network), |o, m| {
-                        o.mount_ro(m.clone())
-                    }))
+                Ok(self.mount_ro.iter().fold(
+                    e2b::LocalOptions::isolated()
+                        .network(network)
+                        .template(self.template.clone()),
+                    |o, m| o.mount_ro(m.clone()),
+                ))
             }
             "none" => {
                 eprintln!(

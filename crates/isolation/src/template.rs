@@ -217,7 +217,11 @@ impl TemplateCache {
             .read(true)
             .custom_flags(libc::O_NONBLOCK)
             .open(path)
-            .map_err(io("open the template tarball"))?;
+            .map_err(|e| IsolationError::Archive {
+                template: path.to_path_buf(),
+                entry: None,
+                problem: ArchiveProblem::Invalid(format!("cannot be opened: {e}")),
+            })?;
         let meta = file.metadata().map_err(io("read the template tarball"))?;
         if !meta.is_file() {
             return Err(IsolationError::Archive {

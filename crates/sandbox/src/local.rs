@@ -152,6 +152,7 @@ impl std::str::FromStr for LocalNetwork {
 pub struct LocalOptions {
     pub(crate) isolated: bool,
     pub(crate) network: LocalNetwork,
+    pub(crate) template: Option<String>,
     pub(crate) mounts_ro: Vec<String>,
     pub(crate) envd_bin: Option<PathBuf>,
 }
@@ -170,6 +171,7 @@ impl LocalOptions {
         Self {
             isolated: true,
             network: LocalNetwork::default(),
+            template: None,
             mounts_ro: Vec::new(),
             envd_bin: None,
         }
@@ -189,6 +191,15 @@ impl LocalOptions {
     /// or `slirp4netns`; starting fails naming the package otherwise).
     pub fn network(mut self, network: LocalNetwork) -> Self {
         self.network = network;
+        self
+    }
+
+    /// Sets the isolated sandbox's root filesystem: `base` (the default: the host's system
+    /// directories read-only, a private `/home/user` and `/tmp`), a root filesystem directory,
+    /// a `docker export` tarball (`.tar`, `.tar.gz`) or an OCI image layout directory (unpacked
+    /// once into a cache and shared read-only; see the project's docs/isolation.md).
+    pub fn template(mut self, template: impl Into<String>) -> Self {
+        self.template = Some(template.into());
         self
     }
 
@@ -283,10 +294,14 @@ impl IsolatedDaemon {
     pub(crate) async fn start(opts: &LocalOptions) -> Result<Self, SandboxError> {
         let network = opts.network.as_str();
         e2b_envd::EnvdArgs::check_isolation(network)
-            .map_err(|e| SandboxError::Isolated(format!("isolation: {e}")))?;
+            .map_err(|e| SandboxError::Isolated(e.to_string()))?;
         let (bin, prefix) = find_envd_bin(opts.envd_bin.as_deref())?;
         let token = random_token();
         let mut extra = vec!["--network".to_string(), network.to_string()];
+        if let Some(t) = &opts.template {
+            extra.push("--template".into());
+            extra.push(t.clone());
+        }
         for m in &opts.mounts_ro {
             extra.push("--mount-ro".into());
             extra.push(m.clone());
@@ -297,7 +312,7 @@ impl IsolatedDaemon {
         tokio::task::spawn_blocking(move || {
             let (url, child) =
                 e2b_envd::EnvdArgs::spawn_isolated_with_env(&bin, &prefix, &extra, &env)
-                    .map_err(|e| SandboxError::Isolated(format!("isolation: {e}")))?;
+                    .map_err(|e| SandboxError::Isolated(e.to_string()))?;
             Ok(Self {
                 child: Some(child),
                 url,
