@@ -60,7 +60,7 @@ fn start_isolated_envd(mounts: &[String]) -> Result<(String, String), CliError> 
     }
     let token = random_token()?;
     let env = [("E2B_ENVD_ACCESS_TOKEN".to_string(), token.clone())];
-    let (url, child) = e2b_envd::EnvdArgs::spawn_isolated_with_env(&exe, &["envd"], &extra, &env)
+    let (url, child) = e2b_envd::isolated::spawn_with_env(&exe, &["envd"], &extra, &env)
         .map_err(|e| CliError::Isolation(e.to_string()))?;
     if let Ok(mut all) = ISOLATED.lock() {
         all.push(child);

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use crate::config::{DEFAULT_PORT, EnvdConfig, IMPLEMENTED_ENVD_VERSION};
 use crate::error::DaemonError;
+use crate::isolated::error as isolation_error;
 use crate::server::Envd;
 
 /// Flags of `e2b-envd` (and `e2b envd`). Flatten it into another clap command with
@@ -102,82 +103,46 @@ pub struct EnvdArgs {
 }
 
 impl EnvdArgs {
-    /// Builds the sandbox when this process is the re-execution that `--isolate` starts, and
-    /// then never returns; returns immediately otherwise. Call it first thing in `main`, before
-    /// any thread (tokio runtime) starts.
+    /// Same as [`isolated::enter_if_child`](crate::isolated::enter_if_child).
     pub fn enter_sandbox_if_child() {
-        e2b_isolation::run_if_child();
+        crate::isolated::enter_if_child();
     }
 
-    /// Starts `program [prefix…] --isolate --port 0 [extra…]` (this daemon, isolated, as a
-    /// child process bound to a free loopback port) and returns its URL and the child. The
-    /// child gets SIGKILL when the calling thread exits (parent-death signal), which takes its
-    /// sandbox along; stop it earlier with SIGTERM. Blocking; needs root (see
-    /// docs/isolation.md).
+    /// Same as [`isolated::spawn`](crate::isolated::spawn) (which needs no `cli` feature).
     ///
     /// # Errors
     ///
-    /// [`DaemonError::Io`] when the child cannot start or prints no URL (its stderr, inherited,
-    /// says why).
+    /// As [`isolated::spawn`](crate::isolated::spawn).
     pub fn spawn_isolated(
         program: &std::path::Path,
         prefix: &[&str],
         extra: &[String],
     ) -> Result<(String, std::process::Child), DaemonError> {
-        Self::spawn_isolated_with_env(program, prefix, extra, &[])
+        crate::isolated::spawn(program, prefix, extra)
     }
 
-    /// Like [`spawn_isolated`](Self::spawn_isolated), with extra environment for the child
-    /// (for example `E2B_ENVD_ACCESS_TOKEN`, which stays out of its command line). The child
-    /// is started from a long-lived thread, so its parent-death signal fires only when this
-    /// process exits.
+    /// Same as [`isolated::spawn_with_env`](crate::isolated::spawn_with_env) (which needs no
+    /// `cli` feature).
     ///
     /// # Errors
     ///
-    /// As [`spawn_isolated`](Self::spawn_isolated).
+    /// As [`isolated::spawn`](crate::isolated::spawn).
     pub fn spawn_isolated_with_env(
         program: &std::path::Path,
         prefix: &[&str],
         extra: &[String],
         env: &[(String, String)],
     ) -> Result<(String, std::process::Child), DaemonError> {
-        use std::io::BufRead as _;
-        let mut cmd = std::process::Command::new(program);
-        cmd.args(prefix)
-            .args(["--isolate", "--port", "0", "--bind", "127.0.0.1"])
-            .args(extra)
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit());
-        let mut child = e2b_isolation::spawn_tied_to_process(cmd).map_err(isolation_error)?;
-        let mut line = String::new();
-        if let Some(out) = child.stdout.take() {
-            let _ = std::io::BufReader::new(out).read_line(&mut line);
-        }
-        let url = line.trim().to_string();
-        if !url.starts_with("http://") {
-            let _ = child.kill();
-            let status = child.wait()?;
-            return Err(isolation_error(format!(
-                "the isolated daemon did not start ({status}); see its messages above"
-            )));
-        }
-        Ok((url, child))
+        crate::isolated::spawn_with_env(program, prefix, extra, env)
     }
 
-    /// Whether this machine can run the daemon isolated with `network` (`none`, `internet`,
-    /// `host`): root, user namespaces, a NAT helper for `internet`.
+    /// Same as [`isolated::check`](crate::isolated::check) (which needs no `cli` feature).
     ///
     /// # Errors
     ///
-    /// [`DaemonError::Config`] naming the missing feature (and the package or sysctl) and how
-    /// to run without isolation.
+    /// As [`isolated::check`](crate::isolated::check).
     pub fn check_isolation(network: &str) -> Result<(), DaemonError> {
-        let network: e2b_isolation::Network = network.parse().map_err(DaemonError::Config)?;
-        e2b_isolation::probe()
-            .check(network)
-            .map_err(|e| DaemonError::Config(e.to_string()))
+        crate::isolated::check(network)
     }
 
     /// The daemon configuration these flags describe.
@@ -253,10 +218,6 @@ pub async fn run_cli(args: EnvdArgs) -> Result<(), DaemonError> {
     trimmer.abort();
     handle.shutdown().await;
     Ok(())
-}
-
-fn isolation_error(e: impl std::fmt::Display) -> DaemonError {
-    DaemonError::Io(std::io::Error::other(e.to_string()))
 }
 
 /// `--isolate`: binds the port on the host, starts the sandbox with this same command line
