@@ -97,6 +97,10 @@ pub struct EnvdArgs {
     /// SANDBOX (repeatable), e.g. an agent installed under a directory the template hides.
     #[arg(long = "mount-ro", value_name = "HOST[:SANDBOX]")]
     pub mount_ro: Vec<String>,
+    /// Internal: why the sandbox's limits are weaker than asked (set by the isolation
+    /// supervisor for the daemon inside); shown by `/health`.
+    #[arg(long, hide = true, env = e2b_isolation::LIMITS_NOTE_ENV)]
+    pub limits_note: Option<String>,
     /// Internal: serve this inherited listening socket (set by --isolate inside the sandbox).
     #[arg(long, hide = true, env = "E2B_ENVD_LISTEN_FD")]
     pub listen_fd: Option<i32>,
@@ -162,6 +166,7 @@ impl EnvdArgs {
             signature_max_age: self
                 .signature_max_age_secs
                 .map(std::time::Duration::from_secs),
+            limits_note: self.limits_note.clone(),
             ..EnvdConfig::default()
         }
     }

@@ -459,6 +459,12 @@ impl Envd {
             );
         }
         let state = State::new(&config);
+        if let Some(note) = state.limits_note() {
+            tracing::warn!(
+                limits = note,
+                "the sandbox's limits are weaker than asked; GET /health reports it"
+            );
+        }
         let table = ProcessTable::new();
         let process = Arc::new(ProcessService::new(state.clone(), table.clone()));
 

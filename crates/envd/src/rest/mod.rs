@@ -53,9 +53,26 @@ async fn not_found() -> Response<Body> {
     json_error(StatusCode::NOT_FOUND, "not found")
 }
 
-async fn health() -> Response<Body> {
-    let mut resp = Response::new(Body::empty());
-    *resp.status_mut() = StatusCode::NO_CONTENT;
+/// 204 No Content, as envd (the SDKs check only for success). When the sandbox's limits are
+/// weaker than asked, 200 with `{"limits": "<why>"}`: still a success for the SDKs, and the
+/// note for whoever looks.
+async fn health(AxState(state): AxState<Arc<State>>) -> Response<Body> {
+    let mut resp = match state.limits_note() {
+        None => {
+            let mut resp = Response::new(Body::empty());
+            *resp.status_mut() = StatusCode::NO_CONTENT;
+            resp
+        }
+        Some(note) => {
+            let body = serde_json::json!({ "limits": note });
+            let mut resp = Response::new(Body::from(body.to_string()));
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            resp
+        }
+    };
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
