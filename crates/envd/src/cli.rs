@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use crate::config::{DEFAULT_PORT, EnvdConfig, IMPLEMENTED_ENVD_VERSION};
 use crate::error::DaemonError;
 use crate::isolated::error as isolation_error;
-use crate::server::Envd;
+use crate::server::{Envd, EnvdHandle};
 
 /// Flags of `e2b-envd` (and `e2b envd`). Flatten it into another clap command with
 /// `#[command(flatten)]`.
@@ -209,11 +209,16 @@ pub async fn run_cli(args: EnvdArgs) -> Result<(), DaemonError> {
         return run_isolated(args).await;
     }
     let handle = Envd::start(args.resolve_config()?).await?;
-    // Freed heap memory goes back to the OS once the daemon is idle (see `memory`).
-    let trimmer = crate::memory::spawn_idle_trim();
     println!("{}", handle.url());
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
+    serve_until_signal(handle).await
+}
+
+/// Serves until SIGINT or SIGTERM, then shuts the daemon down gracefully. Freed heap memory
+/// goes back to the OS whenever the daemon is idle meanwhile (see `memory`).
+async fn serve_until_signal(handle: EnvdHandle) -> Result<(), DaemonError> {
+    let trimmer = crate::memory::spawn_idle_trim();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
@@ -351,15 +356,5 @@ async fn run_in_sandbox(args: EnvdArgs, fd: i32) -> Result<(), DaemonError> {
     }
     // The same server as on the host: Host/Origin guard, connection limits and timeouts apply.
     let handle = Envd::start_on(listeners, config).await?;
-    // As on the host: freed heap goes back to the OS once the daemon is idle (see `memory`).
-    let trimmer = crate::memory::spawn_idle_trim();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-    tracing::info!("shutting down");
-    trimmer.abort();
-    handle.shutdown().await;
-    Ok(())
+    serve_until_signal(handle).await
 }

@@ -55,27 +55,46 @@ fn grpc_error(content_type: &str, code: tonic::Code, message: &str) -> Response<
     resp
 }
 
-async fn dispatch(app: App, req: Request<Body>) -> Response<Body> {
-    let ct = req
-        .headers()
+/// The request's `Content-Type`, trimmed and lower-cased (`""` when absent or not text).
+fn content_type(headers: &http::HeaderMap) -> String {
+    headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .trim()
-        .to_ascii_lowercase();
+        .to_ascii_lowercase()
+}
+
+/// An error answer in the request's protocol: a gRPC status (with the request's gRPC content
+/// type, parameters dropped) for gRPC and gRPC-Web requests, else envd's JSON error.
+fn error_response(
+    content_type: &str,
+    grpc_code: tonic::Code,
+    http_status: StatusCode,
+    message: &str,
+) -> Response<Body> {
+    if content_type.starts_with("application/grpc") {
+        let base = content_type
+            .split(';')
+            .next()
+            .unwrap_or("application/grpc")
+            .trim();
+        grpc_error(base, grpc_code, message)
+    } else {
+        json_error(http_status, message)
+    }
+}
+
+async fn dispatch(app: App, req: Request<Body>) -> Response<Body> {
+    let ct = content_type(req.headers());
     let is_grpc = ct.starts_with("application/grpc");
     if !token_exempt(req.uri().path()) && !app.state.token_ok(req.headers()) {
-        return if is_grpc {
-            let base = ct
-                .split(';')
-                .next()
-                .unwrap_or("application/grpc")
-                .trim()
-                .to_string();
-            grpc_error(&base, tonic::Code::Unauthenticated, UNAUTHORIZED_MESSAGE)
-        } else {
-            json_error(StatusCode::UNAUTHORIZED, UNAUTHORIZED_MESSAGE)
-        };
+        return error_response(
+            &ct,
+            tonic::Code::Unauthenticated,
+            StatusCode::UNAUTHORIZED,
+            UNAUTHORIZED_MESSAGE,
+        );
     }
     if ct.starts_with("application/grpc-web") {
         match app.grpc_web.oneshot(req).await {
@@ -117,13 +136,7 @@ const DEBUG_PANIC_PATH: &str = "/__envd_test/panic";
 /// body that is already streaming ends that stream only.
 async fn guarded_dispatch(app: App, req: Request<Body>) -> Response<Body> {
     use futures::FutureExt as _;
-    let ct = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let ct = content_type(req.headers());
     let path = req.uri().path().to_string();
     let debug_panic =
         cfg!(debug_assertions) && app.state.limits().debug_panic_route && path == DEBUG_PANIC_PATH;
@@ -146,17 +159,12 @@ async fn guarded_dispatch(app: App, req: Request<Body>) -> Response<Body> {
             tracing::error!(%path, panic = %what, "an envd handler panicked; answering 500");
             let message =
                 format!("internal error: the handler of {path} panicked; the daemon keeps serving");
-            if ct.starts_with("application/grpc") {
-                let base = ct
-                    .split(';')
-                    .next()
-                    .unwrap_or("application/grpc")
-                    .trim()
-                    .to_string();
-                grpc_error(&base, tonic::Code::Internal, &message)
-            } else {
-                json_error(StatusCode::INTERNAL_SERVER_ERROR, &message)
-            }
+            error_response(
+                &ct,
+                tonic::Code::Internal,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &message,
+            )
         }
     }
 }
