@@ -139,7 +139,10 @@ async fn unsupported_content_types_get_415() {
     let r = c
         .http
         .get(format!("{}/process.Process/List", c.url))
-        .header("x-access-token", c.token.clone().unwrap())
+        .header(
+            e2b_envd_proto::wire::headers::ACCESS_TOKEN,
+            c.token.clone().unwrap(),
+        )
         .send()
         .await
         .unwrap();
@@ -260,7 +263,7 @@ async fn connect_timeout_ms_bounds_unary_header_validation() {
     let c = ConnectClient::new(&envd);
     let r = c
         .post("/process.Process/List", "application/json")
-        .header("connect-timeout-ms", "abc")
+        .header(e2b_envd_proto::wire::headers::CONNECT_TIMEOUT_MS, "abc")
         .body("{}")
         .send()
         .await
@@ -268,7 +271,7 @@ async fn connect_timeout_ms_bounds_unary_header_validation() {
     assert_eq!(r.status().as_u16(), 400);
     let r = c
         .post("/process.Process/List", "application/json")
-        .header("connect-timeout-ms", "5000")
+        .header(e2b_envd_proto::wire::headers::CONNECT_TIMEOUT_MS, "5000")
         .body("{}")
         .send()
         .await
@@ -287,7 +290,7 @@ async fn start_timeout_kills_and_ends_with_deadline_exceeded() {
         c.stream(
             "/process.Process/Start",
             &start_body("echo started; sleep 30"),
-            &[("connect-timeout-ms", "700")],
+            &[(e2b_envd_proto::wire::headers::CONNECT_TIMEOUT_MS, "700")],
         ),
     )
     .await

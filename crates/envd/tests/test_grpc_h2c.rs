@@ -211,8 +211,10 @@ async fn connect_timeout_header_is_the_process_lifetime_over_grpc() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
     let mut r = req(&envd, bash("sleep 30"));
-    r.metadata_mut()
-        .insert("connect-timeout-ms", "500".parse().unwrap());
+    r.metadata_mut().insert(
+        e2b_envd_proto::wire::headers::CONNECT_TIMEOUT_MS,
+        "500".parse().unwrap(),
+    );
     // `sleep 30` outlives the 500 ms timeout by far: the guard only catches a hang, the
     // DeadlineExceeded end is the behaviour.
     let got = tokio::time::timeout(
@@ -251,8 +253,10 @@ async fn keepalive_events_follow_the_header() {
     let envd = spawn_envd().await;
     let mut c = h2c(&envd).await;
     let mut r = req(&envd, bash("sleep 2.5"));
-    r.metadata_mut()
-        .insert("keepalive-ping-interval", "1".parse().unwrap());
+    r.metadata_mut().insert(
+        e2b_envd_proto::wire::headers::KEEPALIVE_PING_INTERVAL,
+        "1".parse().unwrap(),
+    );
     let got = collect(c.start(r).await.unwrap().into_inner(), |m| m.event).await;
     assert!(
         (2..=3).contains(&got.keepalives),

@@ -123,7 +123,10 @@ async fn raw_grpc(
         .uri(format!("{}{path}", envd.url()))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
-        .header("x-access-token", envd.access_token().unwrap());
+        .header(
+            e2b_envd_proto::wire::headers::ACCESS_TOKEN,
+            envd.access_token().unwrap(),
+        );
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
@@ -261,8 +264,10 @@ async fn start_during_shutdown_is_unavailable() {
         "the shutdown did not end the running command: {got:?}"
     );
     let mut r = tonic::Request::new(bash(&format!("touch {}", marker.display())));
-    r.metadata_mut()
-        .insert("x-access-token", token.parse().unwrap());
+    r.metadata_mut().insert(
+        e2b_envd_proto::wire::headers::ACCESS_TOKEN,
+        token.parse().unwrap(),
+    );
     match c.start(r).await {
         Ok(_) => panic!("a Start during shutdown was accepted"),
         Err(e) => assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}"),

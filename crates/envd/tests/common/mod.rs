@@ -34,8 +34,10 @@ pub fn bash(cmd: &str) -> StartRequest {
 pub fn req<T>(envd: &TestEnvd, msg: T) -> tonic::Request<T> {
     let mut r = tonic::Request::new(msg);
     if let Some(t) = envd.access_token() {
-        r.metadata_mut()
-            .insert("x-access-token", t.parse().unwrap());
+        r.metadata_mut().insert(
+            e2b_envd_proto::wire::headers::ACCESS_TOKEN,
+            t.parse().unwrap(),
+        );
     }
     r
 }
@@ -159,7 +161,7 @@ impl ConnectClient {
             .post(format!("{}{}", self.url, path))
             .header("content-type", content_type);
         if let Some(t) = &self.token {
-            b = b.header("x-access-token", t);
+            b = b.header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, t);
         }
         b
     }
