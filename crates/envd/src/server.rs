@@ -57,12 +57,7 @@ fn grpc_error(content_type: &str, code: tonic::Code, message: &str) -> Response<
 
 /// The request's `Content-Type`, trimmed and lower-cased (`""` when absent or not text).
 fn content_type(headers: &http::HeaderMap) -> String {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase()
+    rest::content_type(headers).trim().to_ascii_lowercase()
 }
 
 /// An error answer in the request's protocol: a gRPC status (with the request's gRPC content
@@ -629,11 +624,7 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         if *self.shutdown.borrow() {
-            let grpc = req
-                .headers()
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|ct| ct.starts_with("application/grpc"));
+            let grpc = rest::content_type(req.headers()).starts_with("application/grpc");
             let resp = if grpc {
                 grpc_error("application/grpc", tonic::Code::Unavailable, SHUT_DOWN)
             } else {

@@ -98,12 +98,17 @@ struct InitBody {
     default_workdir: Option<String>,
 }
 
-/// The base media type of a request (`application/json; charset=utf-8` → `application/json`).
-pub(crate) fn media_type(headers: &http::HeaderMap) -> String {
+/// A request's `Content-Type` as sent (`""` when absent or not text).
+pub(crate) fn content_type(headers: &http::HeaderMap) -> &str {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
+}
+
+/// The base media type of a request (`application/json; charset=utf-8` → `application/json`).
+pub(crate) fn media_type(headers: &http::HeaderMap) -> String {
+    content_type(headers)
         .split(';')
         .next()
         .unwrap_or("")

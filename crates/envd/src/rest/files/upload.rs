@@ -347,12 +347,7 @@ pub(super) async fn upload(
     } else {
         Box::pin(raw)
     };
-    let content_type = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
+    let content_type = crate::rest::content_type(&parts.headers).to_string();
     let mime = super::super::media_type(&parts.headers);
     let path_param = q.path.clone().filter(|p| !p.is_empty());
     let mut written: Vec<Written> = Vec::new();
