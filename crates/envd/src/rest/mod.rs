@@ -25,6 +25,16 @@ use crate::state::State;
 pub(crate) const UNAUTHORIZED_MESSAGE: &str =
     "unauthorized access, please provide a valid access token or method signing if supported";
 
+/// A 200 answer with a JSON body (`application/json`).
+pub(crate) fn json_response(body: String) -> Response<Body> {
+    let mut resp = Response::new(Body::from(body));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
 /// A REST error: `{"code": <http status>, "message": "..."}` as envd writes it.
 pub(crate) fn json_error(status: StatusCode, message: &str) -> Response<Body> {
     let body = serde_json::json!({ "code": status.as_u16(), "message": message });
@@ -63,15 +73,7 @@ async fn health(AxState(state): AxState<Arc<State>>) -> Response<Body> {
             *resp.status_mut() = StatusCode::NO_CONTENT;
             resp
         }
-        Some(note) => {
-            let body = serde_json::json!({ "limits": note });
-            let mut resp = Response::new(Body::from(body.to_string()));
-            resp.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            resp
-        }
+        Some(note) => json_response(serde_json::json!({ "limits": note }).to_string()),
     };
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -79,14 +81,7 @@ async fn health(AxState(state): AxState<Arc<State>>) -> Response<Body> {
 }
 
 async fn envs(AxState(state): AxState<Arc<State>>) -> Response<Body> {
-    let mut resp = Response::new(Body::from(
-        serde_json::to_string(&state.env_vars()).unwrap_or_else(|_| "{}".into()),
-    ));
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    resp
+    json_response(serde_json::to_string(&state.env_vars()).unwrap_or_else(|_| "{}".into()))
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
