@@ -1,31 +1,34 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc = include_str!("../README.md")]
 
-/// `package process`: envd's Process service and its messages.
-#[allow(
-    missing_docs,
-    unreachable_pub,
-    clippy::all,
-    clippy::unwrap_used,
-    clippy::expect_used
-)]
-pub mod process {
-    include!(concat!(env!("OUT_DIR"), "/process.rs"));
-    include!(concat!(env!("OUT_DIR"), "/process.serde.rs"));
+/// Declares the module of one proto package: the prost messages and tonic services generated
+/// into `OUT_DIR/<package>.rs` and their proto3-JSON serde (`<package>.serde.rs`), with the
+/// lints generated code cannot meet allowed.
+macro_rules! proto_package {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[allow(
+            missing_docs,
+            unreachable_pub,
+            clippy::all,
+            clippy::unwrap_used,
+            clippy::expect_used
+        )]
+        pub mod $name {
+            include!(concat!(env!("OUT_DIR"), "/", stringify!($name), ".rs"));
+            include!(concat!(env!("OUT_DIR"), "/", stringify!($name), ".serde.rs"));
+        }
+    };
 }
 
-/// `package filesystem`: envd's Filesystem service and its messages.
-#[allow(
-    missing_docs,
-    unreachable_pub,
-    clippy::all,
-    clippy::unwrap_used,
-    clippy::expect_used
-)]
-pub mod filesystem {
-    include!(concat!(env!("OUT_DIR"), "/filesystem.rs"));
-    include!(concat!(env!("OUT_DIR"), "/filesystem.serde.rs"));
-}
+proto_package!(
+    /// `package process`: envd's Process service and its messages.
+    process
+);
+proto_package!(
+    /// `package filesystem`: envd's Filesystem service and its messages.
+    filesystem
+);
 
 /// Well-known protobuf types as used by envd (`google.protobuf.Timestamp`), with proto3-JSON serde.
 pub use pbjson_types;

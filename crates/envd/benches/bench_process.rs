@@ -238,7 +238,7 @@ async fn main() {
     );
 
     // 1b. The same stream to a tonic client calling an embedded daemon in-process
-    // (`EnvdHandle::local_service`, what `e2b::Sandbox::local()` uses): no socket in between.
+    // (`EnvdHandle::local_service`, what `e2b::Sandbox::local_unisolated()` uses): no socket in between.
     {
         let handle = e2b_envd::Envd::start(e2b_envd::EnvdConfig::ephemeral())
             .await

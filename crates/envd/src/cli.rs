@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use crate::config::{DEFAULT_PORT, EnvdConfig, IMPLEMENTED_ENVD_VERSION};
 use crate::error::DaemonError;
-use crate::server::Envd;
+use crate::isolated::error as isolation_error;
+use crate::server::{Envd, EnvdHandle};
 
 /// Flags of `e2b-envd` (and `e2b envd`). Flatten it into another clap command with
 /// `#[command(flatten)]`.
@@ -98,88 +99,56 @@ pub struct EnvdArgs {
     /// SANDBOX (repeatable), e.g. an agent installed under a directory the template hides.
     #[arg(long = "mount-ro", value_name = "HOST[:SANDBOX]")]
     pub mount_ro: Vec<String>,
+    /// Internal: why the sandbox's limits are weaker than asked (set by the isolation
+    /// supervisor for the daemon inside); shown by `/health`.
+    #[arg(long, hide = true, env = e2b_isolation::LIMITS_NOTE_ENV)]
+    pub limits_note: Option<String>,
     /// Internal: serve this inherited listening socket (set by --isolate inside the sandbox).
     #[arg(long, hide = true, env = "E2B_ENVD_LISTEN_FD")]
     pub listen_fd: Option<i32>,
 }
 
 impl EnvdArgs {
-    /// Builds the sandbox when this process is the re-execution that `--isolate` starts, and
-    /// then never returns; returns immediately otherwise. Call it first thing in `main`, before
-    /// any thread (tokio runtime) starts.
+    /// Same as [`isolated::enter_if_child`](crate::isolated::enter_if_child).
     pub fn enter_sandbox_if_child() {
-        e2b_isolation::run_if_child();
+        crate::isolated::enter_if_child();
     }
 
-    /// Starts `program [prefix…] --isolate --port 0 [extra…]` (this daemon, isolated, as a
-    /// child process bound to a free loopback port) and returns its URL and the child. The
-    /// child gets SIGKILL when the calling thread exits (parent-death signal), which takes its
-    /// sandbox along; stop it earlier with SIGTERM. Blocking; needs root (see
-    /// docs/isolation.md).
+    /// Same as [`isolated::spawn`](crate::isolated::spawn) (which needs no `cli` feature).
     ///
     /// # Errors
     ///
-    /// [`DaemonError::Io`] when the child cannot start or prints no URL (its stderr, inherited,
-    /// says why).
+    /// As [`isolated::spawn`](crate::isolated::spawn).
     pub fn spawn_isolated(
         program: &std::path::Path,
         prefix: &[&str],
         extra: &[String],
     ) -> Result<(String, std::process::Child), DaemonError> {
-        Self::spawn_isolated_with_env(program, prefix, extra, &[])
+        crate::isolated::spawn(program, prefix, extra)
     }
 
-    /// Like [`spawn_isolated`](Self::spawn_isolated), with extra environment for the child
-    /// (for example `E2B_ENVD_ACCESS_TOKEN`, which stays out of its command line). The child
-    /// is started from a long-lived thread, so its parent-death signal fires only when this
-    /// process exits.
+    /// Same as [`isolated::spawn_with_env`](crate::isolated::spawn_with_env) (which needs no
+    /// `cli` feature).
     ///
     /// # Errors
     ///
-    /// As [`spawn_isolated`](Self::spawn_isolated).
+    /// As [`isolated::spawn`](crate::isolated::spawn).
     pub fn spawn_isolated_with_env(
         program: &std::path::Path,
         prefix: &[&str],
         extra: &[String],
         env: &[(String, String)],
     ) -> Result<(String, std::process::Child), DaemonError> {
-        use std::io::BufRead as _;
-        let mut cmd = std::process::Command::new(program);
-        cmd.args(prefix)
-            .args(["--isolate", "--port", "0", "--bind", "127.0.0.1"])
-            .args(extra)
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit());
-        let mut child = e2b_isolation::spawn_tied_to_process(cmd).map_err(isolation_error)?;
-        let mut line = String::new();
-        if let Some(out) = child.stdout.take() {
-            let _ = std::io::BufReader::new(out).read_line(&mut line);
-        }
-        let url = line.trim().to_string();
-        if !url.starts_with("http://") {
-            let _ = child.kill();
-            let status = child.wait()?;
-            return Err(isolation_error(format!(
-                "the isolated daemon did not start ({status}); see its messages above"
-            )));
-        }
-        Ok((url, child))
+        crate::isolated::spawn_with_env(program, prefix, extra, env)
     }
 
-    /// Whether this machine can run the daemon isolated with `network` (`none`, `internet`,
-    /// `host`): root, user namespaces, a NAT helper for `internet`.
+    /// Same as [`isolated::check`](crate::isolated::check) (which needs no `cli` feature).
     ///
     /// # Errors
     ///
-    /// [`DaemonError::Config`] naming the missing feature (and the package or sysctl) and how
-    /// to run without isolation.
+    /// As [`isolated::check`](crate::isolated::check).
     pub fn check_isolation(network: &str) -> Result<(), DaemonError> {
-        let network: e2b_isolation::Network = network.parse().map_err(DaemonError::Config)?;
-        e2b_isolation::probe()
-            .check(network)
-            .map_err(|e| DaemonError::Config(e.to_string()))
+        crate::isolated::check(network)
     }
 
     /// The daemon configuration these flags describe.
@@ -199,6 +168,7 @@ impl EnvdArgs {
             signature_max_age: self
                 .signature_max_age_secs
                 .map(std::time::Duration::from_secs),
+            limits_note: self.limits_note.clone(),
             ..EnvdConfig::default()
         }
     }
@@ -241,11 +211,16 @@ pub async fn run_cli(args: EnvdArgs) -> Result<(), DaemonError> {
         return run_isolated(args).await;
     }
     let handle = Envd::start(args.resolve_config()?).await?;
-    // Freed heap memory goes back to the OS once the daemon is idle (see `memory`).
-    let trimmer = crate::memory::spawn_idle_trim();
     println!("{}", handle.url());
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
+    serve_until_signal(handle).await
+}
+
+/// Serves until SIGINT or SIGTERM, then shuts the daemon down gracefully. Freed heap memory
+/// goes back to the OS whenever the daemon is idle meanwhile (see `memory`).
+async fn serve_until_signal(handle: EnvdHandle) -> Result<(), DaemonError> {
+    let trimmer = crate::memory::spawn_idle_trim();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
@@ -255,10 +230,6 @@ pub async fn run_cli(args: EnvdArgs) -> Result<(), DaemonError> {
     trimmer.abort();
     handle.shutdown().await;
     Ok(())
-}
-
-fn isolation_error(e: impl std::fmt::Display) -> DaemonError {
-    DaemonError::Io(std::io::Error::other(e.to_string()))
 }
 
 /// `--isolate`: binds the port on the host, starts the sandbox with this same command line
@@ -387,15 +358,5 @@ async fn run_in_sandbox(args: EnvdArgs, fd: i32) -> Result<(), DaemonError> {
     }
     // The same server as on the host: Host/Origin guard, connection limits and timeouts apply.
     let handle = Envd::start_on(listeners, config).await?;
-    // As on the host: freed heap goes back to the OS once the daemon is idle (see `memory`).
-    let trimmer = crate::memory::spawn_idle_trim();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-    tracing::info!("shutting down");
-    trimmer.abort();
-    handle.shutdown().await;
-    Ok(())
+    serve_until_signal(handle).await
 }

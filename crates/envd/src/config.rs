@@ -89,6 +89,12 @@ pub struct EnvdConfig {
     /// Default `None`: as envd, signatures without expiration never expire (the official SDKs
     /// sign without one unless asked).
     pub signature_max_age: Option<Duration>,
+    /// Why the limits asked for this sandbox are not enforced as asked (for example "cgroup v2
+    /// without the memory controller: rlimits per process instead"). When set (and not empty),
+    /// `GET /health` answers 200 with `{"limits": "<note>"}` instead of 204, and the daemon logs
+    /// it once at start. The command line reads it from `E2B_SANDBOX_LIMITS_NOTE`, which an
+    /// isolated sandbox's supervisor sets. Default `None`.
+    pub limits_note: Option<String>,
     /// Test hook, unstable: in debug builds only, `GET /__envd_test/panic` panics in its
     /// handler (to test that a panic answers 500 and the daemon keeps serving). Ignored in
     /// release builds.
@@ -124,6 +130,7 @@ impl Default for EnvdConfig {
             max_decompressed_bytes: 64 << 30,
             max_gzip_ratio: 200,
             signature_max_age: None,
+            limits_note: None,
             debug_panic_route: false,
         }
     }

@@ -1,6 +1,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc = include_str!("../README.md")]
 
+#[cfg(feature = "cli")]
 mod cli;
 mod config;
 mod connect;
@@ -8,6 +9,9 @@ mod error;
 mod filesystem;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod isolated;
+// The idle trimmer serves the command line (`run_cli`); the request counter is always on.
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 mod memory;
 mod process;
 mod rest;
@@ -15,6 +19,8 @@ mod server;
 mod state;
 mod users;
 
+#[cfg(feature = "cli")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
 pub use cli::{EnvdArgs, run_cli};
 pub use config::{DEFAULT_PORT, EnvdConfig, IMPLEMENTED_ENVD_VERSION};
 pub use error::DaemonError;

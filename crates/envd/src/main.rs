@@ -15,7 +15,7 @@ struct Cli {
 
 fn main() -> std::process::ExitCode {
     // Builds the sandbox when this is the re-execution for `--isolate` (before any thread).
-    e2b_envd::EnvdArgs::enter_sandbox_if_child();
+    e2b_envd::isolated::enter_if_child();
     async_main()
 }
 

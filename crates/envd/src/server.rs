@@ -55,27 +55,41 @@ fn grpc_error(content_type: &str, code: tonic::Code, message: &str) -> Response<
     resp
 }
 
+/// The request's `Content-Type`, trimmed and lower-cased (`""` when absent or not text).
+fn content_type(headers: &http::HeaderMap) -> String {
+    rest::content_type(headers).trim().to_ascii_lowercase()
+}
+
+/// An error answer in the request's protocol: a gRPC status (with the request's gRPC content
+/// type, parameters dropped) for gRPC and gRPC-Web requests, else envd's JSON error.
+fn error_response(
+    content_type: &str,
+    grpc_code: tonic::Code,
+    http_status: StatusCode,
+    message: &str,
+) -> Response<Body> {
+    if content_type.starts_with("application/grpc") {
+        let base = content_type
+            .split(';')
+            .next()
+            .unwrap_or("application/grpc")
+            .trim();
+        grpc_error(base, grpc_code, message)
+    } else {
+        json_error(http_status, message)
+    }
+}
+
 async fn dispatch(app: App, req: Request<Body>) -> Response<Body> {
-    let ct = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let ct = content_type(req.headers());
     let is_grpc = ct.starts_with("application/grpc");
     if !token_exempt(req.uri().path()) && !app.state.token_ok(req.headers()) {
-        return if is_grpc {
-            let base = ct
-                .split(';')
-                .next()
-                .unwrap_or("application/grpc")
-                .trim()
-                .to_string();
-            grpc_error(&base, tonic::Code::Unauthenticated, UNAUTHORIZED_MESSAGE)
-        } else {
-            json_error(StatusCode::UNAUTHORIZED, UNAUTHORIZED_MESSAGE)
-        };
+        return error_response(
+            &ct,
+            tonic::Code::Unauthenticated,
+            StatusCode::UNAUTHORIZED,
+            UNAUTHORIZED_MESSAGE,
+        );
     }
     if ct.starts_with("application/grpc-web") {
         match app.grpc_web.oneshot(req).await {
@@ -117,13 +131,7 @@ const DEBUG_PANIC_PATH: &str = "/__envd_test/panic";
 /// body that is already streaming ends that stream only.
 async fn guarded_dispatch(app: App, req: Request<Body>) -> Response<Body> {
     use futures::FutureExt as _;
-    let ct = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let ct = content_type(req.headers());
     let path = req.uri().path().to_string();
     let debug_panic =
         cfg!(debug_assertions) && app.state.limits().debug_panic_route && path == DEBUG_PANIC_PATH;
@@ -146,17 +154,12 @@ async fn guarded_dispatch(app: App, req: Request<Body>) -> Response<Body> {
             tracing::error!(%path, panic = %what, "an envd handler panicked; answering 500");
             let message =
                 format!("internal error: the handler of {path} panicked; the daemon keeps serving");
-            if ct.starts_with("application/grpc") {
-                let base = ct
-                    .split(';')
-                    .next()
-                    .unwrap_or("application/grpc")
-                    .trim()
-                    .to_string();
-                grpc_error(&base, tonic::Code::Internal, &message)
-            } else {
-                json_error(StatusCode::INTERNAL_SERVER_ERROR, &message)
-            }
+            error_response(
+                &ct,
+                tonic::Code::Internal,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &message,
+            )
         }
     }
 }
@@ -459,6 +462,12 @@ impl Envd {
             );
         }
         let state = State::new(&config);
+        if let Some(note) = state.limits_note() {
+            tracing::warn!(
+                limits = note,
+                "the sandbox's limits are weaker than asked; GET /health reports it"
+            );
+        }
         let table = ProcessTable::new();
         let process = Arc::new(ProcessService::new(state.clone(), table.clone()));
 
@@ -572,7 +581,7 @@ pub struct EnvdHandle {
 /// [`EnvdHandle::local_service`].
 ///
 /// An embedding program's own clients use it to skip the loopback hop (the `e2b` crate's
-/// `Sandbox::local()` does, for its gRPC calls): request and response bodies pass through as
+/// `Sandbox::local_unisolated()` does, for its gRPC calls): request and response bodies pass through as
 /// they are, so a streamed response is produced as the caller reads it (the caller's reading is
 /// the flow control) and dropping it is a client disconnect. Access tokens and users are checked
 /// exactly as on the port. Handlers run on the daemon's runtime, whichever runtime calls. After
@@ -615,11 +624,7 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         if *self.shutdown.borrow() {
-            let grpc = req
-                .headers()
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|ct| ct.starts_with("application/grpc"));
+            let grpc = rest::content_type(req.headers()).starts_with("application/grpc");
             let resp = if grpc {
                 grpc_error("application/grpc", tonic::Code::Unavailable, SHUT_DOWN)
             } else {

@@ -28,6 +28,8 @@ pub(crate) struct State {
     exited_retention: Duration,
     root: Option<PathBuf>,
     limits: Limits,
+    /// [`EnvdConfig::limits_note`], for `/health`.
+    limits_note: Option<String>,
     /// Serialises `POST /init` (check the token, then change it).
     init_lock: std::sync::Mutex<()>,
 }
@@ -74,6 +76,7 @@ impl State {
             keepalive: config.keepalive,
             exited_retention: config.exited_retention,
             root: config.root.clone(),
+            limits_note: config.limits_note.clone().filter(|n| !n.is_empty()),
             limits: Limits {
                 max_json_body_bytes: config.max_json_body_bytes,
                 max_multipart_parts: config.max_multipart_parts,
@@ -195,6 +198,11 @@ impl State {
     /// The configured filesystem root, if any (reserved for the Filesystem service).
     pub(crate) fn root(&self) -> Option<&Path> {
         self.root.as_deref()
+    }
+
+    /// Why limits are weaker than asked, when they are (shown by `/health`).
+    pub(crate) fn limits_note(&self) -> Option<&str> {
+        self.limits_note.as_deref()
     }
 
     /// Resolves the user a request runs as: the Basic-auth user name in `headers`

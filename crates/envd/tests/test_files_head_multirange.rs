@@ -28,7 +28,10 @@ impl H {
         self.http
             .request(method, format!("{}/files", self.envd.url()))
             .query(&[("path", path.to_str().unwrap())])
-            .header("x-access-token", self.envd.access_token().unwrap())
+            .header(
+                e2b_envd_proto::wire::headers::ACCESS_TOKEN,
+                self.envd.access_token().unwrap(),
+            )
     }
 
     async fn get_range(&self, path: &Path, range: &str) -> reqwest::Response {

@@ -73,13 +73,13 @@ impl H {
         self.http
             .get(format!("{}/files", self.envd.url()))
             .query(query)
-            .header("x-access-token", self.token())
+            .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, self.token())
     }
     fn post(&self, query: &[(&str, &str)]) -> reqwest::RequestBuilder {
         self.http
             .post(format!("{}/files", self.envd.url()))
             .query(query)
-            .header("x-access-token", self.token())
+            .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, self.token())
     }
     async fn healthy(&self) {
         let r = self
@@ -205,7 +205,7 @@ async fn download_statuses_and_headers() {
         .http
         .get(format!("{}/files", h.envd.url()))
         .query(&[("path", fp)])
-        .header("x-access-token", "bad")
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, "bad")
         .fetch()
         .await;
     assert_eq!(r.status(), 401);
@@ -590,7 +590,7 @@ async fn compose() {
     let r = h
         .http
         .post(format!("{}/files/compose", h.envd.url()))
-        .header("x-access-token", h.token())
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, h.token())
         .json(&body)
         .fetch()
         .await;
@@ -606,7 +606,7 @@ async fn compose() {
     let r = h
         .http
         .post(format!("{}/files/compose", h.envd.url()))
-        .header("x-access-token", h.token())
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, h.token())
         .json(&body)
         .fetch()
         .await;
@@ -665,7 +665,7 @@ async fn root_confinement() {
     let r = h
         .http
         .post(format!("{}/filesystem.Filesystem/Stat", h.envd.url()))
-        .header("x-access-token", h.token())
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, h.token())
         .header("content-type", "application/json")
         .body(r#"{"path":"/etc/passwd"}"#)
         .fetch()
@@ -762,7 +762,7 @@ async fn replacing_a_file_keeps_its_owner_and_mode() {
     let r = h
         .http
         .post(format!("{}/files/compose", h.envd.url()))
-        .header("x-access-token", h.token())
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, h.token())
         .json(&serde_json::json!({"source_paths": [format!("{d}/part")], "destination": composed}))
         .fetch()
         .await;

@@ -12,7 +12,10 @@ use serde_json::{Value, json};
 async fn unary(envd: &TestEnvd, method: &str, body: Value) -> (u16, Value) {
     let r = reqwest::Client::new()
         .post(format!("{}/filesystem.Filesystem/{method}", envd.url()))
-        .header("x-access-token", envd.access_token().unwrap())
+        .header(
+            e2b_envd_proto::wire::headers::ACCESS_TOKEN,
+            envd.access_token().unwrap(),
+        )
         .header("content-type", "application/json")
         .body(body.to_string())
         .send()
@@ -230,9 +233,12 @@ async fn watch_dir_stream_over_connect() {
     let body = json!({"path": d, "includeEntry": true}).to_string();
     let r = reqwest::Client::new()
         .post(format!("{}/filesystem.Filesystem/WatchDir", envd.url()))
-        .header("x-access-token", envd.access_token().unwrap())
+        .header(
+            e2b_envd_proto::wire::headers::ACCESS_TOKEN,
+            envd.access_token().unwrap(),
+        )
         .header("content-type", "application/connect+json")
-        .header("keepalive-ping-interval", "1")
+        .header(e2b_envd_proto::wire::headers::KEEPALIVE_PING_INTERVAL, "1")
         .body(envelope(body.as_bytes()))
         .send()
         .await

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 async fn unary(url: &str, token: &str, method: &str, body: Value) -> (u16, Value) {
     let r = reqwest::Client::new()
         .post(format!("{url}/filesystem.Filesystem/{method}"))
-        .header("x-access-token", token)
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, token)
         .header("content-type", "application/json")
         .body(body.to_string())
         .send()

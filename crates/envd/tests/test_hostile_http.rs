@@ -5,19 +5,10 @@
 
 use std::time::Duration;
 
-use base64::Engine as _;
+use e2b_envd_proto::wire::FileOperation;
 use e2b_test_support::{spawn_envd, spawn_envd_open, spawn_envd_with};
 use serde_json::json;
-use sha2::Digest as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
-fn sign(path: &str, op: &str, user: &str, token: &str) -> String {
-    let s = format!("{path}:{op}:{user}:{token}");
-    format!(
-        "v1_{}",
-        base64::engine::general_purpose::STANDARD_NO_PAD.encode(sha2::Sha256::digest(s.as_bytes()))
-    )
-}
 
 async fn message(r: reqwest::Response) -> String {
     let v: serde_json::Value = r.json().await.unwrap();
@@ -35,7 +26,8 @@ async fn compose_is_not_reachable_with_a_signed_upload_url() {
     let secret = format!("{d}/secret");
     std::fs::write(&secret, "do not read").unwrap();
     let signed_path = format!("{d}/upload.txt");
-    let sig = sign(&signed_path, "write", "", &token);
+    let sig =
+        e2b_envd_proto::wire::file_signature(&signed_path, FileOperation::Write, "", &token, None);
     let http = reqwest::Client::new();
     let evil = json!({"source_paths": [secret], "destination": format!("{d}/stolen")});
     let r = http
@@ -52,7 +44,7 @@ async fn compose_is_not_reachable_with_a_signed_upload_url() {
     // With the token, the query may not contradict the body.
     let r = http
         .post(format!("{}/files/compose", envd.url()))
-        .header("x-access-token", &token)
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, &token)
         .query(&[("path", signed_path.as_str())])
         .json(&evil)
         .send()
@@ -66,7 +58,7 @@ async fn compose_is_not_reachable_with_a_signed_upload_url() {
     );
     let r = http
         .post(format!("{}/files/compose", envd.url()))
-        .header("x-access-token", &token)
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, &token)
         .query(&[("username", "root")])
         .json(&json!({"source_paths": [format!("{d}/secret")], "destination": format!("{d}/x"), "username": "nobody"}))
         .send()
@@ -78,7 +70,7 @@ async fn compose_is_not_reachable_with_a_signed_upload_url() {
     // Only JSON, and a bounded body.
     let r = http
         .post(format!("{}/files/compose", envd.url()))
-        .header("x-access-token", &token)
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, &token)
         .header("content-type", "text/plain")
         .body(evil.to_string())
         .send()
@@ -91,7 +83,7 @@ async fn compose_is_not_reachable_with_a_signed_upload_url() {
     );
     let r = http
         .post(format!("{}/files/compose", envd.url()))
-        .header("x-access-token", &token)
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, &token)
         .header("content-type", "application/json")
         .body(huge)
         .send()
@@ -261,7 +253,7 @@ async fn init_follows_envds_token_rules() {
     // The header authorises a change.
     let r = http
         .post(&url)
-        .header("x-access-token", "t1")
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, "t1")
         .json(&json!({"accessToken": "t2"}))
         .send()
         .await
@@ -398,7 +390,7 @@ async fn a_panicking_handler_answers_500_and_the_daemon_keeps_serving() {
     for _ in 0..3 {
         let r = http
             .get(format!("{}/__envd_test/panic", envd.url()))
-            .header("x-access-token", &token)
+            .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, &token)
             .send()
             .await
             .unwrap();
@@ -412,7 +404,7 @@ async fn a_panicking_handler_answers_500_and_the_daemon_keeps_serving() {
     // gRPC clients get `internal`.
     let r = http
         .post(format!("{}/__envd_test/panic", envd.url()))
-        .header("x-access-token", &token)
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, &token)
         .header("content-type", "application/grpc-web+proto")
         .send()
         .await

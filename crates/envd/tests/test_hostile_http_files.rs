@@ -6,9 +6,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use base64::Engine as _;
 use e2b_test_support::{TestEnvd, spawn_envd, spawn_envd_with};
-use sha2::Digest as _;
 
 /// Hang guard: a request that blocks a thread on a FIFO would never answer.
 const GUARD: Duration = Duration::from_secs(30);
@@ -26,14 +24,20 @@ fn get(envd: &TestEnvd, path: &str) -> reqwest::RequestBuilder {
     reqwest::Client::new()
         .get(format!("{}/files", envd.url()))
         .query(&[("path", path)])
-        .header("x-access-token", envd.access_token().unwrap())
+        .header(
+            e2b_envd_proto::wire::headers::ACCESS_TOKEN,
+            envd.access_token().unwrap(),
+        )
 }
 
 fn post(envd: &TestEnvd, query: &[(&str, &str)]) -> reqwest::RequestBuilder {
     reqwest::Client::new()
         .post(format!("{}/files", envd.url()))
         .query(query)
-        .header("x-access-token", envd.access_token().unwrap())
+        .header(
+            e2b_envd_proto::wire::headers::ACCESS_TOKEN,
+            envd.access_token().unwrap(),
+        )
 }
 
 fn mkfifo(p: &Path) {
@@ -84,7 +88,10 @@ async fn fifos_devices_and_sockets_are_refused_at_once() {
     let (s, m) = send(
         reqwest::Client::new()
             .post(format!("{}/files/compose", envd.url()))
-            .header("x-access-token", envd.access_token().unwrap())
+            .header(
+                e2b_envd_proto::wire::headers::ACCESS_TOKEN,
+                envd.access_token().unwrap(),
+            )
             .json(&serde_json::json!({
                 "source_paths": [fifo.to_str().unwrap()],
                 "destination": dir.path().join("out").to_str().unwrap(),
@@ -246,14 +253,14 @@ async fn a_multipart_upload_is_all_or_nothing() {
     assert_eq!(std::fs::read_to_string(d.join("keep.txt")).unwrap(), "old");
 }
 
-fn sign(path: &str, op: &str, token: &str, exp: Option<i64>) -> String {
-    let mut s = format!("{path}:{op}::{token}");
-    if let Some(e) = exp {
-        s.push_str(&format!(":{e}"));
-    }
-    format!(
-        "v1_{}",
-        base64::engine::general_purpose::STANDARD_NO_PAD.encode(sha2::Sha256::digest(s.as_bytes()))
+/// A `/files` URL signature for a read by the default user (the SDKs' `username` omitted).
+fn sign(path: &str, token: &str, exp: Option<i64>) -> String {
+    e2b_envd_proto::wire::file_signature(
+        path,
+        e2b_envd_proto::wire::FileOperation::Read,
+        "",
+        token,
+        exp,
     )
 }
 
@@ -276,7 +283,7 @@ async fn signature_max_age_is_enforced_when_configured() {
     let url = format!("{}/files", envd.url());
     let (s, m) = send(
         http.get(&url)
-            .query(&[("path", p), ("signature", &sign(p, "read", &token, None))]),
+            .query(&[("path", p), ("signature", &sign(p, &token, None))]),
     )
     .await;
     assert_eq!(s, 401, "{m}");
@@ -284,7 +291,7 @@ async fn signature_max_age_is_enforced_when_configured() {
     let far = (now + 3600).to_string();
     let (s, _) = send(http.get(&url).query(&[
         ("path", p),
-        ("signature", &sign(p, "read", &token, Some(now + 3600))),
+        ("signature", &sign(p, &token, Some(now + 3600))),
         ("signature_expiration", &far),
     ]))
     .await;
@@ -292,7 +299,7 @@ async fn signature_max_age_is_enforced_when_configured() {
     let soon = (now + 30).to_string();
     let (s, m) = send(http.get(&url).query(&[
         ("path", p),
-        ("signature", &sign(p, "read", &token, Some(now + 30))),
+        ("signature", &sign(p, &token, Some(now + 30))),
         ("signature_expiration", &soon),
     ]))
     .await;

@@ -146,13 +146,25 @@ async fn huge_header_values_are_invalid_argument_not_a_panic() {
     let envd = spawn_envd().await;
     let max = u64::MAX.to_string();
     let cases: Vec<(&'static str, String)> = vec![
-        ("connect-timeout-ms", max.clone()),
-        ("connect-timeout-ms", "99999999999".into()),
+        (
+            e2b_envd_proto::wire::headers::CONNECT_TIMEOUT_MS,
+            max.clone(),
+        ),
+        (
+            e2b_envd_proto::wire::headers::CONNECT_TIMEOUT_MS,
+            "99999999999".into(),
+        ),
         ("grpc-timeout", format!("{max}S")),
         ("grpc-timeout", format!("{max}H")),
         ("grpc-timeout", "1é".into()),
-        ("keepalive-ping-interval", max.clone()),
-        ("keepalive-ping-interval", "86401".into()),
+        (
+            e2b_envd_proto::wire::headers::KEEPALIVE_PING_INTERVAL,
+            max.clone(),
+        ),
+        (
+            e2b_envd_proto::wire::headers::KEEPALIVE_PING_INTERVAL,
+            "86401".into(),
+        ),
     ];
     for (k, v) in &cases {
         let mut c = h2c(&envd).await;
@@ -182,7 +194,10 @@ async fn huge_header_values_are_invalid_argument_not_a_panic() {
         .stream(
             "/process.Process/Connect",
             &body,
-            &[("keepalive-ping-interval", max.as_str())],
+            &[(
+                e2b_envd_proto::wire::headers::KEEPALIVE_PING_INTERVAL,
+                max.as_str(),
+            )],
         )
         .await;
     assert_eq!(status, 200);
@@ -194,7 +209,7 @@ async fn huge_header_values_are_invalid_argument_not_a_panic() {
         .start(with_header(
             &envd,
             bash("echo ok"),
-            "keepalive-ping-interval",
+            e2b_envd_proto::wire::headers::KEEPALIVE_PING_INTERVAL,
             "1",
         ))
         .await

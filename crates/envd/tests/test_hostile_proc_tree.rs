@@ -107,8 +107,10 @@ async fn setsid_double_fork_dies_on_timeout() {
     let pf = tmp.path().join("pid");
     let mut c = h2c(&envd).await;
     let mut r = req(&envd, bash(&survivor_cmd(&pf, "sleep 1000")));
-    r.metadata_mut()
-        .insert("connect-timeout-ms", "3000".parse().unwrap());
+    r.metadata_mut().insert(
+        e2b_envd_proto::wire::headers::CONNECT_TIMEOUT_MS,
+        "3000".parse().unwrap(),
+    );
     let mut s = c.start(r).await.unwrap().into_inner();
     start_pid(&mut s).await;
     wait_ready(&mut s).await;
@@ -452,8 +454,10 @@ async fn a_daemon_in_a_foreign_pid_namespace_signals_only_its_own_commands() {
         stdin: Some(false),
         ..Default::default()
     });
-    r.metadata_mut()
-        .insert("connect-timeout-ms", "300".parse().unwrap());
+    r.metadata_mut().insert(
+        e2b_envd_proto::wire::headers::CONNECT_TIMEOUT_MS,
+        "300".parse().unwrap(),
+    );
     let timed = c.start(r).await.unwrap().into_inner();
     let got = collect(timed, |m| m.event).await;
     assert_eq!(

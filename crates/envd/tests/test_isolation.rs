@@ -381,7 +381,10 @@ async fn host_loopback_is_unreachable_with_network_none() {
     );
     // The sandbox's own loopback works (its daemon listens there, as envd in an E2B sandbox).
     let (_, err, code) = sbx
-        .run("timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/49983'")
+        .run(&format!(
+            "timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/{}'",
+            e2b_envd_proto::wire::DEFAULT_PORT
+        ))
         .await;
     assert_eq!(code, 0, "the sandbox's own loopback is broken: {err}");
 }

@@ -91,8 +91,10 @@ async fn calls_after_shutdown_are_unavailable() {
     let mut c = ProcessClient::new(svc);
     let mut r = tonic::Request::new(bash("echo never"));
     if let Some(t) = token {
-        r.metadata_mut()
-            .insert("x-access-token", t.parse().unwrap());
+        r.metadata_mut().insert(
+            e2b_envd_proto::wire::headers::ACCESS_TOKEN,
+            t.parse().unwrap(),
+        );
     }
     let err = c.start(r).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");

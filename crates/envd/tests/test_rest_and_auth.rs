@@ -38,7 +38,7 @@ async fn token_is_required_everywhere_else() {
         for token in [None, Some("wrong")] {
             let mut b = b.try_clone().unwrap();
             if let Some(t) = token {
-                b = b.header("x-access-token", t);
+                b = b.header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, t);
             }
             let r = b.send().await.unwrap();
             assert_eq!(r.status().as_u16(), 401, "{method} {path}");
@@ -63,7 +63,7 @@ async fn envs_metrics_and_init() {
     let http = reqwest::Client::new();
     let get = |p: &str| {
         http.get(format!("{}{p}", envd.url()))
-            .header("x-access-token", token.clone())
+            .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, token.clone())
     };
     let envs: serde_json::Value = get("/envs").send().await.unwrap().json().await.unwrap();
     assert_eq!(envs, json!({"E2B_SANDBOX": "true"}));
@@ -95,7 +95,7 @@ async fn envs_metrics_and_init() {
 
     let r = http
         .post(format!("{}/init", envd.url()))
-        .header("x-access-token", &token)
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, &token)
         .json(&json!({"envVars": {"A": "1"}, "accessToken": "new-token", "defaultWorkdir": "/tmp", "unknown": true}))
         .send()
         .await
@@ -110,7 +110,7 @@ async fn envs_metrics_and_init() {
     assert_eq!(r.status().as_u16(), 401);
     let envs: serde_json::Value = http
         .get(format!("{}/envs", envd.url()))
-        .header("x-access-token", "new-token")
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, "new-token")
         .send()
         .await
         .unwrap()
@@ -125,7 +125,7 @@ async fn envs_metrics_and_init() {
     assert_eq!(got.stdout, b"1\n/tmp\n");
     let r = http
         .post(format!("{}/init", envd.url()))
-        .header("x-access-token", "new-token")
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, "new-token")
         .json(&json!({"envVars": {"B": "2"}}))
         .send()
         .await
@@ -133,7 +133,7 @@ async fn envs_metrics_and_init() {
     assert_eq!(r.status().as_u16(), 204);
     let envs: serde_json::Value = http
         .get(format!("{}/envs", envd.url()))
-        .header("x-access-token", "new-token")
+        .header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, "new-token")
         .send()
         .await
         .unwrap()

@@ -69,9 +69,11 @@ async fn shutdown_kills_and_reaps_every_process() {
         streams.push(s);
     }
     assert!(pids.iter().all(|p| alive(*p)));
-    let t = std::time::Instant::now();
-    envd.shutdown().await;
-    assert!(t.elapsed() < Duration::from_secs(6));
+    // A hang guard only (shutdown waits for the processes it kills): what follows asserts
+    // the behaviour.
+    tokio::time::timeout(Duration::from_secs(30), envd.shutdown())
+        .await
+        .expect("shutdown hung with processes to kill");
     for p in &pids {
         assert!(!alive(*p), "pid {p} alive after shutdown");
         // Reaped: not even a zombie entry.
@@ -95,11 +97,10 @@ async fn drop_kills_processes() {
     got.push(s.message().await.unwrap().unwrap().event.unwrap());
     let pid = got.pid.unwrap() as i32;
     drop(envd);
-    let t = std::time::Instant::now();
-    while alive(pid) && t.elapsed() < Duration::from_secs(3) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(!alive(pid));
+    assert!(
+        gone_within(pid, Duration::from_secs(10)).await,
+        "pid {pid} alive after the daemon was dropped"
+    );
 }
 
 /// One raw gRPC call over h2c: returns the HTTP status, the `grpc-status` (from the headers of
@@ -122,7 +123,10 @@ async fn raw_grpc(
         .uri(format!("{}{path}", envd.url()))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
-        .header("x-access-token", envd.access_token().unwrap());
+        .header(
+            e2b_envd_proto::wire::headers::ACCESS_TOKEN,
+            envd.access_token().unwrap(),
+        );
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
@@ -260,8 +264,10 @@ async fn start_during_shutdown_is_unavailable() {
         "the shutdown did not end the running command: {got:?}"
     );
     let mut r = tonic::Request::new(bash(&format!("touch {}", marker.display())));
-    r.metadata_mut()
-        .insert("x-access-token", token.parse().unwrap());
+    r.metadata_mut().insert(
+        e2b_envd_proto::wire::headers::ACCESS_TOKEN,
+        token.parse().unwrap(),
+    );
     match c.start(r).await {
         Ok(_) => panic!("a Start during shutdown was accepted"),
         Err(e) => assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}"),

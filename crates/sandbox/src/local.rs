@@ -293,7 +293,7 @@ impl std::fmt::Debug for IsolatedDaemon {
 impl IsolatedDaemon {
     pub(crate) async fn start(opts: &LocalOptions) -> Result<Self, SandboxError> {
         let network = opts.network.as_str();
-        e2b_envd::EnvdArgs::check_isolation(network)
+        e2b_envd::isolated::check(network)
             .map_err(|e| SandboxError::Isolated(e.to_string()))?;
         let (bin, prefix) = find_envd_bin(opts.envd_bin.as_deref())?;
         let token = random_token();
@@ -311,7 +311,7 @@ impl IsolatedDaemon {
         // drops this future while the daemon starts does not leave it running.
         tokio::task::spawn_blocking(move || {
             let (url, child) =
-                e2b_envd::EnvdArgs::spawn_isolated_with_env(&bin, &prefix, &extra, &env)
+                e2b_envd::isolated::spawn_with_env(&bin, &prefix, &extra, &env)
                     .map_err(|e| SandboxError::Isolated(e.to_string()))?;
             Ok(Self {
                 child: Some(child),

@@ -194,13 +194,7 @@ impl ConnectRouter {
     /// every failure becomes a Connect error response.
     pub(crate) async fn handle(&self, req: Request<Body>) -> Response<Body> {
         let path = req.uri().path().to_string();
-        let ct = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        let parsed = codec::parse_content_type(&ct);
+        let parsed = codec::parse_content_type(crate::rest::content_type(req.headers()));
         let Some(method) = self.methods.get(&path).cloned() else {
             let status = Status::unimplemented(format!("{path} is not implemented"));
             return match parsed {

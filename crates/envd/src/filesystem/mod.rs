@@ -7,7 +7,6 @@ pub(crate) mod paths;
 pub(crate) mod watch;
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher as _, Hasher as _};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -123,17 +122,26 @@ impl FilesystemService {
         }
     }
 
-    /// envd's watch validation: the path must exist, be a directory, and (unless allowed) not
-    /// sit on a network or FUSE filesystem.
-    async fn watch_spec(
+    /// What `WatchDir` and `CreateWatcher` both do first: envd's watch validation (the path
+    /// must exist, be a directory, and unless allowed not sit on a network or FUSE filesystem),
+    /// then a watcher slot.
+    async fn prepare_watch(
         &self,
         user: &User,
-        path: &str,
-        recursive: bool,
-        include_entry: bool,
-        allow_network_mounts: bool,
-    ) -> Result<WatchSpec, Status> {
-        let resolved = self.resolve(user, path)?;
+        params: WatchParams,
+    ) -> Result<(WatchSpec, WatcherSlot), Status> {
+        let spec = self.watch_spec(user, params).await?;
+        Ok((spec, self.watcher_slot()?))
+    }
+
+    async fn watch_spec(&self, user: &User, params: WatchParams) -> Result<WatchSpec, Status> {
+        let WatchParams {
+            path,
+            recursive,
+            include_entry,
+            allow_network_mounts,
+        } = params;
+        let resolved = self.resolve(user, &path)?;
         blocking(move || {
             let meta = std::fs::metadata(&resolved).map_err(|e| io_status(&e, &resolved, "path not found"))?;
             if !meta.is_dir() {
@@ -148,6 +156,36 @@ impl FilesystemService {
             Ok(WatchSpec { dir: resolved, recursive, include_entry })
         })
         .await
+    }
+}
+
+/// The fields `WatchDirRequest` and `CreateWatcherRequest` share.
+struct WatchParams {
+    path: String,
+    recursive: bool,
+    include_entry: bool,
+    allow_network_mounts: bool,
+}
+
+impl From<WatchDirRequest> for WatchParams {
+    fn from(r: WatchDirRequest) -> Self {
+        Self {
+            path: r.path,
+            recursive: r.recursive,
+            include_entry: r.include_entry,
+            allow_network_mounts: r.allow_network_mounts,
+        }
+    }
+}
+
+impl From<CreateWatcherRequest> for WatchParams {
+    fn from(r: CreateWatcherRequest) -> Self {
+        Self {
+            path: r.path,
+            recursive: r.recursive,
+            include_entry: r.include_entry,
+            allow_network_mounts: r.allow_network_mounts,
+        }
     }
 }
 
@@ -175,25 +213,11 @@ fn io_status(e: &io::Error, path: &Path, what: &str) -> Status {
     }
 }
 
-fn random_id() -> String {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    format!("{:016x}", h.finish())
-}
-
 /// The keepalive interval from `Keepalive-Ping-Interval` (seconds), else `default`.
 fn keepalive_interval(md: &tonic::metadata::MetadataMap, default: Duration) -> Duration {
-    md.get(e2b_envd_proto::wire::headers::KEEPALIVE_PING_INTERVAL)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .filter(|s| *s > 0)
+    crate::process::requested_keepalive_secs(md)
         // At most a day: a huge value must not overflow a deadline anywhere.
-        .map(|s| Duration::from_secs(s.min(86_400)))
+        .map(|s| Duration::from_secs(s.min(crate::process::MAX_KEEPALIVE_SECS)))
         .unwrap_or(default)
 }
 
@@ -425,16 +449,7 @@ impl Filesystem for FilesystemService {
         let user = self.user(&request)?;
         let keepalive = keepalive_interval(request.metadata(), self.state.keepalive());
         let r = request.into_inner();
-        let spec = self
-            .watch_spec(
-                &user,
-                &r.path,
-                r.recursive,
-                r.include_entry,
-                r.allow_network_mounts,
-            )
-            .await?;
-        let slot = self.watcher_slot()?;
+        let (spec, slot) = self.prepare_watch(&user, r.into()).await?;
         let (rx, task) = blocking(move || watch::start(spec)).await?;
         struct St {
             rx: tokio::sync::mpsc::Receiver<
@@ -489,19 +504,10 @@ impl Filesystem for FilesystemService {
     ) -> Result<Response<CreateWatcherResponse>, Status> {
         let user = self.user(&request)?;
         let r = request.into_inner();
-        let spec = self
-            .watch_spec(
-                &user,
-                &r.path,
-                r.recursive,
-                r.include_entry,
-                r.allow_network_mounts,
-            )
-            .await?;
-        let slot = self.watcher_slot()?;
+        let (spec, slot) = self.prepare_watch(&user, r.into()).await?;
         let watcher =
             blocking(move || PolledWatcher::start(spec, watch::watcher_buffer_events())).await?;
-        let id = format!("w{}", random_id());
+        let id = format!("w{}", uuid::Uuid::new_v4().simple());
         self.watchers()
             .insert(id.clone(), (Arc::new(watcher), slot));
         Ok(Response::new(CreateWatcherResponse { watcher_id: id }))

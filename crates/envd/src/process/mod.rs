@@ -115,7 +115,7 @@ impl StreamMessage for ConnectResponse {
 }
 
 /// Longest keepalive interval accepted in `Keepalive-Ping-Interval` (one day).
-const MAX_KEEPALIVE_SECS: u64 = 86_400;
+pub(crate) const MAX_KEEPALIVE_SECS: u64 = 86_400;
 
 /// The process lifetime from `Connect-Timeout-Ms` (up to 10 digits of milliseconds, as the
 /// Connect protocol allows), else `grpc-timeout` (up to 8 digits and a unit, as gRPC allows).
@@ -167,12 +167,7 @@ fn keepalive_interval(
     md: &tonic::metadata::MetadataMap,
     default: Duration,
 ) -> Result<Duration, Status> {
-    let Some(n) = md
-        .get(e2b_envd_proto::wire::headers::KEEPALIVE_PING_INTERVAL)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .filter(|n| *n > 0)
-    else {
+    let Some(n) = requested_keepalive_secs(md) else {
         return Ok(default);
     };
     if n > MAX_KEEPALIVE_SECS {
@@ -181,6 +176,15 @@ fn keepalive_interval(
         )));
     }
     Ok(Duration::from_secs(n))
+}
+
+/// The positive number of seconds in `Keepalive-Ping-Interval`; `None` when the header is
+/// absent, unparsable or `0` (the caller's default then applies, as in envd).
+pub(crate) fn requested_keepalive_secs(md: &tonic::metadata::MetadataMap) -> Option<u64> {
+    md.get(e2b_envd_proto::wire::headers::KEEPALIVE_PING_INTERVAL)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|n| *n > 0)
 }
 
 /// `now + d`, or `invalid_argument` if that instant cannot be represented.
@@ -498,7 +502,7 @@ mod tests {
             Some(Duration::from_secs(5))
         );
         md.insert(
-            "connect-timeout-ms",
+            e2b_envd_proto::wire::headers::CONNECT_TIMEOUT_MS,
             tonic::metadata::MetadataValue::from_static("1500"),
         );
         assert_eq!(
@@ -506,7 +510,7 @@ mod tests {
             Some(Duration::from_millis(1500))
         );
         md.insert(
-            "connect-timeout-ms",
+            e2b_envd_proto::wire::headers::CONNECT_TIMEOUT_MS,
             tonic::metadata::MetadataValue::from_static("x"),
         );
         assert!(process_timeout(&md).is_err());

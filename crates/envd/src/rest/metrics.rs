@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::extract::State as AxState;
-use http::{HeaderValue, Response, header};
+use http::Response;
 
 use crate::state::State;
 
@@ -83,10 +83,5 @@ pub(crate) async fn metrics(AxState(_state): AxState<Arc<State>>) -> Response<Bo
         "disk_used": disk_used,
         "disk_total": disk_total,
     });
-    let mut resp = Response::new(Body::from(body.to_string()));
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    resp
+    super::json_response(body.to_string())
 }

@@ -25,6 +25,16 @@ use crate::state::State;
 pub(crate) const UNAUTHORIZED_MESSAGE: &str =
     "unauthorized access, please provide a valid access token or method signing if supported";
 
+/// A 200 answer with a JSON body (`application/json`).
+pub(crate) fn json_response(body: String) -> Response<Body> {
+    let mut resp = Response::new(Body::from(body));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
 /// A REST error: `{"code": <http status>, "message": "..."}` as envd writes it.
 pub(crate) fn json_error(status: StatusCode, message: &str) -> Response<Body> {
     let body = serde_json::json!({ "code": status.as_u16(), "message": message });
@@ -53,23 +63,25 @@ async fn not_found() -> Response<Body> {
     json_error(StatusCode::NOT_FOUND, "not found")
 }
 
-async fn health() -> Response<Body> {
-    let mut resp = Response::new(Body::empty());
-    *resp.status_mut() = StatusCode::NO_CONTENT;
+/// 204 No Content, as envd (the SDKs check only for success). When the sandbox's limits are
+/// weaker than asked, 200 with `{"limits": "<why>"}`: still a success for the SDKs, and the
+/// note for whoever looks.
+async fn health(AxState(state): AxState<Arc<State>>) -> Response<Body> {
+    let mut resp = match state.limits_note() {
+        None => {
+            let mut resp = Response::new(Body::empty());
+            *resp.status_mut() = StatusCode::NO_CONTENT;
+            resp
+        }
+        Some(note) => json_response(serde_json::json!({ "limits": note }).to_string()),
+    };
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
 }
 
 async fn envs(AxState(state): AxState<Arc<State>>) -> Response<Body> {
-    let mut resp = Response::new(Body::from(
-        serde_json::to_string(&state.env_vars()).unwrap_or_else(|_| "{}".into()),
-    ));
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    resp
+    json_response(serde_json::to_string(&state.env_vars()).unwrap_or_else(|_| "{}".into()))
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -81,12 +93,17 @@ struct InitBody {
     default_workdir: Option<String>,
 }
 
-/// The base media type of a request (`application/json; charset=utf-8` → `application/json`).
-pub(crate) fn media_type(headers: &http::HeaderMap) -> String {
+/// A request's `Content-Type` as sent (`""` when absent or not text).
+pub(crate) fn content_type(headers: &http::HeaderMap) -> &str {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
+}
+
+/// The base media type of a request (`application/json; charset=utf-8` → `application/json`).
+pub(crate) fn media_type(headers: &http::HeaderMap) -> String {
+    content_type(headers)
         .split(';')
         .next()
         .unwrap_or("")

@@ -34,8 +34,10 @@ pub fn bash(cmd: &str) -> StartRequest {
 pub fn req<T>(envd: &TestEnvd, msg: T) -> tonic::Request<T> {
     let mut r = tonic::Request::new(msg);
     if let Some(t) = envd.access_token() {
-        r.metadata_mut()
-            .insert("x-access-token", t.parse().unwrap());
+        r.metadata_mut().insert(
+            e2b_envd_proto::wire::headers::ACCESS_TOKEN,
+            t.parse().unwrap(),
+        );
     }
     r
 }
@@ -159,7 +161,7 @@ impl ConnectClient {
             .post(format!("{}{}", self.url, path))
             .header("content-type", content_type);
         if let Some(t) = &self.token {
-            b = b.header("x-access-token", t);
+            b = b.header(e2b_envd_proto::wire::headers::ACCESS_TOKEN, t);
         }
         b
     }
@@ -235,6 +237,19 @@ pub fn parse_envelopes(mut b: Bytes) -> Vec<(u8, serde_json::Value)> {
 /// Number of open file descriptors of this (test) process, which hosts the daemon.
 pub fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// Polls until `pid` is gone (or a zombie); `false` when it is still alive after `limit`, a
+/// generous hang guard, not a timing goal.
+pub async fn gone_within(pid: i32, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while alive(pid) {
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
 }
 
 /// Whether a pid exists and is not a zombie.

@@ -14,7 +14,7 @@ use super::http_range::{
     multipart_segments, parse_ranges,
 };
 use super::io::{self as files_io, OpenError, open_regular};
-use super::{FilesError, auth, blocking, lookup_user, query, resolve};
+use super::{FilesError, authorize, blocking, resolve};
 use crate::state::State;
 
 /// `GET /files` and `HEAD /files`.
@@ -22,14 +22,7 @@ pub(super) async fn download(
     AxState(state): AxState<Arc<State>>,
     req: Request<Body>,
 ) -> Result<Response<Body>, FilesError> {
-    let q = query(req.uri())?;
-    auth::check(
-        &state,
-        req.headers(),
-        &q,
-        e2b_envd_proto::wire::FileOperation::Read,
-    )?;
-    let user = lookup_user(&state, q.username.as_deref())?;
+    let (q, user) = authorize(&state, &req, e2b_envd_proto::wire::FileOperation::Read)?;
     let path = resolve(&state, &user, q.path.as_deref().unwrap_or(""))?;
     let shown = path.clone();
     let (file, meta) = match blocking(move || open_regular(&path)).await? {

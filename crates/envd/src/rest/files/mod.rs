@@ -105,6 +105,19 @@ pub(crate) fn query(req_uri: &http::Uri) -> Result<FilesQuery, FilesError> {
     }
 }
 
+/// The first steps of `GET`/`HEAD` and `POST /files`: the query, the token or URL signature
+/// for `op` (see `auth::check`), and the user the query names.
+pub(crate) fn authorize(
+    state: &State,
+    req: &http::Request<axum::body::Body>,
+    op: e2b_envd_proto::wire::FileOperation,
+) -> Result<(FilesQuery, User), FilesError> {
+    let q = query(req.uri())?;
+    auth::check(state, req.headers(), &q, op)?;
+    let user = lookup_user(state, q.username.as_deref())?;
+    Ok((q, user))
+}
+
 /// The user a request names (`None` = the default user); 401 with envd's message if unknown.
 pub(crate) fn lookup_user(state: &State, name: Option<&str>) -> Result<User, FilesError> {
     state.resolve_user(name).map_err(|e| {

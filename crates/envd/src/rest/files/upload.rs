@@ -24,7 +24,7 @@ use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 
 use super::io::{self as files_io, GZIP_ERROR_PREFIX, GzipLimits, LIMIT_ERROR_PREFIX, kind_name};
 use super::multipart_guard::{MultipartGuard, MultipartLimits};
-use super::{FilesError, auth, lookup_user, query, resolve};
+use super::{FilesError, authorize, resolve};
 use crate::filesystem::entry::METADATA_PREFIX;
 use crate::filesystem::paths::make_dirs;
 use crate::filesystem::watch::UPLOAD_TMP_PREFIX;
@@ -318,14 +318,7 @@ pub(super) async fn upload(
     AxState(state): AxState<Arc<State>>,
     req: Request<Body>,
 ) -> Result<Response<Body>, FilesError> {
-    let q = query(req.uri())?;
-    auth::check(
-        &state,
-        req.headers(),
-        &q,
-        e2b_envd_proto::wire::FileOperation::Write,
-    )?;
-    let user = lookup_user(&state, q.username.as_deref())?;
+    let (q, user) = authorize(&state, &req, e2b_envd_proto::wire::FileOperation::Write)?;
     let metadata = parse_metadata(req.headers())?;
     let (parts, body) = req.into_parts();
     let gzip = match parts
@@ -354,12 +347,7 @@ pub(super) async fn upload(
     } else {
         Box::pin(raw)
     };
-    let content_type = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
+    let content_type = crate::rest::content_type(&parts.headers).to_string();
     let mime = super::super::media_type(&parts.headers);
     let path_param = q.path.clone().filter(|p| !p.is_empty());
     let mut written: Vec<Written> = Vec::new();
