@@ -1,12 +1,12 @@
 //! The reader: the agent's stdout → splitter → filter → the bounded read queue.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
+use super::state::Lifecycle;
 use super::{Queued, Shared};
 use crate::filter;
 use crate::framing::LineSplitter;
@@ -22,7 +22,7 @@ pub(super) async fn read_loop(
     loop {
         let item = tokio::select! {
             biased;
-            _ = shared.halt_reads.cancelled(), if read_tx.is_some() => {
+            () = shared.until(Lifecycle::reads_halted), if read_tx.is_some() => {
                 read_tx = None;
                 continue;
             }
@@ -32,10 +32,13 @@ pub(super) async fn read_loop(
         let chunk = match item {
             Ok(c) => c,
             Err(e) => {
-                shared.output_failed.store(true, Ordering::Release);
-                if read_tx.is_some() {
-                    shared.set_error(e);
-                }
+                let forwarding = read_tx.is_some();
+                shared.record(|l| {
+                    l.output_failed = true;
+                    if forwarding && l.read_error.is_none() {
+                        l.read_error = Some(e);
+                    }
+                });
                 break;
             }
         };
@@ -90,7 +93,7 @@ async fn deliver(shared: &Shared, read_tx: &mut Option<mpsc::Sender<Queued>>, li
         .clamp(1, shared.read_bytes_max);
     let sent = tokio::select! {
         biased;
-        _ = shared.halt_reads.cancelled() => false,
+        () = shared.until(Lifecycle::reads_halted) => false,
         r = async {
             let budget = shared.read_bytes.clone().acquire_many_owned(cost).await.ok()?;
             tx.send((fwd, budget)).await.ok()

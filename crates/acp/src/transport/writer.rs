@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
-use super::{Shared, lock};
+use super::Shared;
+use super::state::{Event, Lifecycle};
 use crate::error::AcpError;
 
 pub(super) enum WriteCmd {
@@ -22,7 +23,7 @@ pub(super) async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedRecei
     loop {
         let cmd = tokio::select! {
             biased;
-            _ = shared.halt_writes.cancelled() => break,
+            () = shared.until(Lifecycle::writes_halted) => break,
             c = rx.recv() => c,
         };
         match cmd {
@@ -67,7 +68,7 @@ pub(super) async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedRecei
                 };
                 let r = tokio::select! {
                     biased;
-                    _ = shared.halt_writes.cancelled() => break,
+                    () = shared.until(Lifecycle::writes_halted) => break,
                     r = shared.process.write_stdin(data) => r,
                 };
                 drop(permits);
@@ -77,7 +78,8 @@ pub(super) async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedRecei
                     .fetch_sub(reply_bytes, Ordering::AcqRel);
                 if let Err(e) = r {
                     tracing::debug!(error = %e, "writing to the agent's stdin failed");
-                    *lock(&shared.writer_error) = Some(e.to_string());
+                    let reason = e.to_string();
+                    shared.record(|l| l.write_error = Some(reason));
                     break;
                 }
                 if let Some(ack) = eof {
@@ -92,7 +94,7 @@ pub(super) async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedRecei
         }
     }
     // Later sends fail; pending EOF acks are dropped (the stopper treats that as closed).
-    shared.closing.store(true, Ordering::Release);
+    shared.transition(Event::WriterEnded);
     shared.write_permits.close();
     rx.close();
 }
@@ -100,7 +102,7 @@ pub(super) async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedRecei
 async fn close_stdin(shared: &Shared, ack: oneshot::Sender<Result<(), AcpError>>) {
     let r = tokio::select! {
         biased;
-        _ = shared.halt_writes.cancelled() => return,
+        () = shared.until(Lifecycle::writes_halted) => return,
         r = shared.process.close_stdin() => r,
     };
     let _ = ack.send(r);
