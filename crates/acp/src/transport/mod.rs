@@ -10,13 +10,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use crate::error::{AcpError, Direction};
 use crate::filter;
-use crate::framing::LineSplitter;
+use crate::framing::{self, LineSplitter};
 use crate::options::{AcpOptions, MAX_QUEUED_REPLIES, MAX_QUEUED_REPLY_BYTES};
 use crate::process::{AgentProcess, ByteStream, ProcessExit};
 
@@ -441,10 +441,7 @@ impl Shared {
                 size: Some(rewritten.len()),
             });
         }
-        let mut out = BytesMut::with_capacity(rewritten.len() + 1);
-        out.extend_from_slice(&rewritten);
-        out.extend_from_slice(b"\n");
-        Ok(out.freeze())
+        Ok(framing::with_newline(&rewritten))
     }
 
     fn closed_error(&self) -> AcpError {
@@ -493,12 +490,9 @@ impl Shared {
             );
             return;
         }
-        let mut line = BytesMut::with_capacity(size);
-        line.extend_from_slice(&reply);
-        line.extend_from_slice(b"\n");
         if self
             .write_tx
-            .send(WriteCmd::Line(line.freeze(), None))
+            .send(WriteCmd::Line(framing::with_newline(&reply), None))
             .is_err()
         {
             self.queued_reply_bytes.fetch_sub(size, Ordering::AcqRel);
