@@ -92,6 +92,12 @@ impl std::fmt::Debug for AcpTransport {
     }
 }
 
+/// Completes once `pred` holds for the lifecycle `rx` follows (at once if it already does).
+async fn until(rx: &mut watch::Receiver<Lifecycle>, pred: fn(&Lifecycle) -> bool) {
+    // The sender lives in `Shared`, which every waiting task holds: no other way to end.
+    let _ = rx.wait_for(pred).await;
+}
+
 fn lock<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -375,10 +381,13 @@ impl Shared {
     }
 
     /// Completes once `pred` holds (at once if it already does).
-    async fn until(&self, pred: impl FnMut(&Lifecycle) -> bool) {
-        let mut rx = self.life.subscribe();
-        // The sender lives in `self`: the wait cannot end any other way.
-        let _ = rx.wait_for(pred).await;
+    async fn until(&self, pred: fn(&Lifecycle) -> bool) {
+        until(&mut self.life.subscribe(), pred).await;
+    }
+
+    /// A receiver of the lifecycle for a task that waits on it repeatedly.
+    fn follow(&self) -> watch::Receiver<Lifecycle> {
+        self.life.subscribe()
     }
 
     /// True once the agent's exit was observed. A failed output stream is not an exit: the
@@ -461,10 +470,13 @@ impl Shared {
             return Err(self.closed_error());
         }
         let line = self.prepare(message)?;
-        let permit = tokio::select! {
-            biased;
-            () = self.until(Lifecycle::writes_halted) => return Err(self.closed_error()),
-            p = self.write_permits.clone().acquire_owned() => p.map_err(|_| self.closed_error())?,
+        let permit = match self.write_permits.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => tokio::select! {
+                biased;
+                () = self.until(Lifecycle::writes_halted) => return Err(self.closed_error()),
+                p = self.write_permits.clone().acquire_owned() => p.map_err(|_| self.closed_error())?,
+            },
         };
         self.write_tx
             .send(WriteCmd::Line(line, Some(permit)))

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 
-use super::Shared;
 use super::state::{Event, Lifecycle};
+use super::{Shared, until};
 use crate::error::AcpError;
 
 pub(super) enum WriteCmd {
@@ -20,10 +20,11 @@ pub(super) enum WriteCmd {
 const MAX_WRITE_BATCH: usize = 256 * 1024;
 
 pub(super) async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<WriteCmd>) {
+    let mut life = shared.follow();
     loop {
         let cmd = tokio::select! {
             biased;
-            () = shared.until(Lifecycle::writes_halted) => break,
+            () = until(&mut life, Lifecycle::writes_halted) => break,
             c = rx.recv() => c,
         };
         match cmd {
@@ -68,7 +69,7 @@ pub(super) async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedRecei
                 };
                 let r = tokio::select! {
                     biased;
-                    () = shared.until(Lifecycle::writes_halted) => break,
+                    () = until(&mut life, Lifecycle::writes_halted) => break,
                     r = shared.process.write_stdin(data) => r,
                 };
                 drop(permits);
@@ -83,12 +84,12 @@ pub(super) async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedRecei
                     break;
                 }
                 if let Some(ack) = eof {
-                    close_stdin(&shared, ack).await;
+                    close_stdin(&shared, &mut life, ack).await;
                     break;
                 }
             }
             Some(WriteCmd::Eof(ack)) => {
-                close_stdin(&shared, ack).await;
+                close_stdin(&shared, &mut life, ack).await;
                 break;
             }
         }
@@ -99,10 +100,14 @@ pub(super) async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedRecei
     rx.close();
 }
 
-async fn close_stdin(shared: &Shared, ack: oneshot::Sender<Result<(), AcpError>>) {
+async fn close_stdin(
+    shared: &Shared,
+    life: &mut watch::Receiver<Lifecycle>,
+    ack: oneshot::Sender<Result<(), AcpError>>,
+) {
     let r = tokio::select! {
         biased;
-        () = shared.until(Lifecycle::writes_halted) => return,
+        () = until(life, Lifecycle::writes_halted) => return,
         r = shared.process.close_stdin() => r,
     };
     let _ = ack.send(r);
