@@ -4,10 +4,10 @@
 use std::pin::pin;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 use crate::error::{AcpError, Direction};
-use crate::framing::LineSplitter;
+use crate::framing::{self, LineSplitter};
 use crate::transport::{AcpTransport, AgentExit};
 
 /// Run the bridge until the agent ends: lines read from `input` (the editor) go to the agent
@@ -126,17 +126,8 @@ where
                     None => break,
                 },
             };
-            let mut line = BytesMut::with_capacity(msg.len() + 1);
-            line.extend_from_slice(&msg);
-            line.extend_from_slice(b"\n");
-            output
-                .write_all(&line)
-                .await
-                .map_err(|e| AcpError::process("writing the bridge's output", e))?;
-            output
-                .flush()
-                .await
-                .map_err(|e| AcpError::process("writing the bridge's output", e))?;
+            let line = framing::with_newline(&msg);
+            framing::write_and_flush(&mut output, &line, "writing the bridge's output").await?;
         }
         Ok::<(), AcpError>(())
     };

@@ -225,6 +225,27 @@ pub(crate) fn validate_limit(max: usize) -> Result<(), AcpError> {
     Ok(())
 }
 
+/// One message as a line: its bytes and a `\n`, in one allocation.
+pub(crate) fn with_newline(msg: &[u8]) -> Bytes {
+    let mut line = BytesMut::with_capacity(msg.len() + 1);
+    line.extend_from_slice(msg);
+    line.extend_from_slice(b"\n");
+    line.freeze()
+}
+
+/// Write `data` whole and flush, an I/O failure reported as [`AcpError::Process`] with `action`.
+pub(crate) async fn write_and_flush<W: tokio::io::AsyncWrite + Unpin + ?Sized>(
+    out: &mut W,
+    data: &[u8],
+    action: &'static str,
+) -> Result<(), AcpError> {
+    use tokio::io::AsyncWriteExt as _;
+    out.write_all(data)
+        .await
+        .map_err(|e| AcpError::process(action, e))?;
+    out.flush().await.map_err(|e| AcpError::process(action, e))
+}
+
 /// True when a line holds only JSON whitespace (space, tab, CR).
 pub(crate) fn is_blank(line: &[u8]) -> bool {
     line.iter()

@@ -1,10 +1,19 @@
-//! Run ACP coding agents inside an E2B sandbox and drive them from the host.
+#![cfg_attr(feature = "sandbox", doc = include_str!("../README.md"))]
+#![cfg_attr(
+    not(feature = "sandbox"),
+    doc = "Run ACP coding agents and drive them from the host (the sandbox adapter needs the \
+           `sandbox` feature)."
+)]
+//!
+//! ## How it works
 //!
 //! The agent runs as a sandbox command (`start_streaming`: stdin open, no output retained, no
 //! command timeout) and is spoken to in newline-delimited JSON-RPC; the official
 //! `agent-client-protocol` client (5.x, protocol v1) runs on top. The agent's tools stay in the
 //! sandbox: the client's `fs` and `terminal` capabilities are sent as `false`, and the agent's
 //! `fs/*` and `terminal/*` requests are answered with -32601 before they reach your handlers.
+//!
+//! With the local sandbox (`e2b`'s `local` feature):
 //!
 //! ```no_run
 //! use std::time::Duration;

@@ -105,14 +105,7 @@ impl AgentProcess for LocalProcess {
             let stdin = guard
                 .as_mut()
                 .ok_or_else(|| AcpError::closed("stdin was closed"))?;
-            stdin
-                .write_all(&data)
-                .await
-                .map_err(|e| AcpError::process("writing to the agent's stdin", e))?;
-            stdin
-                .flush()
-                .await
-                .map_err(|e| AcpError::process("writing to the agent's stdin", e))
+            crate::framing::write_and_flush(stdin, &data, "writing to the agent's stdin").await
         })
     }
 

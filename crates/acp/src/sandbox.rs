@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::future::BoxFuture;
 use tokio::sync::{Mutex, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
 
 use crate::agent::{AcpAgent, ClientBuilder};
 use crate::error::AcpError;
@@ -174,12 +175,6 @@ impl SandboxProcess {
     }
 }
 
-fn tokio_stream_from(
-    mut rx: mpsc::Receiver<Result<Bytes, AcpError>>,
-) -> impl futures::Stream<Item = Result<Bytes, AcpError>> + Send {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
-}
-
 /// Waits for the command's outcome (known only after its reader delivered every chunk through
 /// the callbacks), reports a failure on stdout after the data, and passes the exit on. stdout
 /// ends when this and the reader's callback are both done.
@@ -225,13 +220,13 @@ impl AgentProcess for SandboxProcess {
     fn take_stdout(&mut self) -> Option<ByteStream> {
         self.stdout
             .take()
-            .map(|rx| Box::pin(tokio_stream_from(rx)) as ByteStream)
+            .map(|rx| Box::pin(ReceiverStream::new(rx)) as ByteStream)
     }
 
     fn take_stderr(&mut self) -> Option<ByteStream> {
         self.stderr
             .take()
-            .map(|rx| Box::pin(tokio_stream_from(rx)) as ByteStream)
+            .map(|rx| Box::pin(ReceiverStream::new(rx)) as ByteStream)
     }
 
     fn write_stdin(&self, data: Bytes) -> BoxFuture<'_, Result<(), AcpError>> {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::schema::ProtocolVersion;
@@ -12,7 +12,7 @@ use agent_client_protocol::v1::schema::{
     ClientCapabilities, ContentBlock, FileSystemCapabilities, InitializeRequest, NewSessionRequest,
     PromptRequest, StopReason, TextContent,
 };
-use common::{alive, eventually_dead, fake, received, recv_json, request};
+use common::{HANG_GUARD, alive, eventually_dead, fake, received, recv_json, request};
 use e2b_acp::{AcpError, AcpOptions, AcpTransport, CommandLine, Commands, Direction};
 use e2b_commands::{EnvdConnection, EnvdEndpoint};
 use serde_json::{Value, json};
@@ -153,14 +153,12 @@ async fn kill_with_a_full_read_queue_lets_the_exit_be_seen_through_the_daemon() 
         .find_map(|l| l.strip_prefix("flooded ").and_then(|n| n.parse().ok()))
         .unwrap_or(0);
     assert!(written < 2000, "agent was not paused: wrote {written}");
-    let t0 = Instant::now();
     t.kill().await.unwrap();
-    let exit = tokio::time::timeout(Duration::from_secs(5), t.wait())
+    let exit = tokio::time::timeout(HANG_GUARD, t.wait())
         .await
-        .unwrap()
+        .expect("the exit of an agent killed with a full read queue was never seen")
         .unwrap();
     assert!(exit.killed);
-    assert!(t0.elapsed() < Duration::from_secs(3));
     eventually_dead(t.pid()).await;
     // what was queued stays readable, in order, then the stream ends
     let mut n = 0;
@@ -180,13 +178,11 @@ async fn stop_kills_an_agent_ignoring_eof_and_drop_kills_through_the_daemon() {
     let (_envd, c) = sandbox().await;
     let t = start(&c, &["--ignore-eof"], AcpOptions::new()).await;
     request(&t, 1, "_fake/echo", json!({})).await;
-    let t0 = Instant::now();
-    t.stop(Duration::from_millis(1000)).await.unwrap();
-    assert!(
-        t0.elapsed() <= Duration::from_millis(1500),
-        "{:?}",
-        t0.elapsed()
-    );
+    // `Ok` (not `StopTimeout`) means the exit was seen within the stop's own 1 s deadline.
+    tokio::time::timeout(HANG_GUARD, t.stop(Duration::from_millis(1000)))
+        .await
+        .expect("stop hung on an agent that ignores EOF")
+        .unwrap();
     assert!(t.wait().await.unwrap().killed);
     eventually_dead(t.pid()).await;
 

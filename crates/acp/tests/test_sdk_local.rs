@@ -15,7 +15,7 @@ use agent_client_protocol::v1::schema::{
     TextContent, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::{Client, on_receive_notification, on_receive_request};
-use common::fake;
+use common::{HANG_GUARD, fake};
 use e2b_acp::{AcpAgent, AcpError, AcpOptions, LocalProcess};
 
 #[derive(Default)]
@@ -216,9 +216,9 @@ async fn agent_crash_fails_pending_requests_promptly() {
         .block_task()
         .await
         .unwrap();
-    let t0 = std::time::Instant::now();
+    // The agent answers nothing: only its exit can fail the request before the guard.
     let r = tokio::time::timeout(
-        Duration::from_secs(5),
+        HANG_GUARD,
         cx.send_request(PromptRequest::new(
             s.session_id,
             vec![text(r#"do:[{"stderr":5},{"exit":1}]"#)],
@@ -226,9 +226,8 @@ async fn agent_crash_fails_pending_requests_promptly() {
         .block_task(),
     )
     .await
-    .unwrap();
-    assert!(r.is_err());
-    assert!(t0.elapsed() < Duration::from_secs(2));
+    .expect("a pending request outlived the agent's crash");
+    assert!(r.is_err(), "{r:?}");
     assert!(matches!(
         agent.wait().await,
         Err(AcpError::AgentFailed { code: Some(1), .. })

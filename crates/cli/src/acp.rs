@@ -2,12 +2,11 @@
 //! agent runs in the sandbox.
 
 use std::io::{Read as _, Write as _};
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::io::StreamReader;
 
 use e2b_acp::{AcpError, AcpOptions, run_bridge_until, start_acp_transport};
 use tokio::signal::unix::{SignalKind, signal};
@@ -38,61 +37,32 @@ mod libc_signal {
 /// This process's stdin, read on a thread of its own. `tokio::io::stdin()` reads on the blocking
 /// pool, and a read there cannot be cancelled: with an editor that keeps stdin open, the runtime
 /// would wait for it forever after the agent ended. A detached thread ends with the process.
-struct StdinReader {
-    rx: mpsc::Receiver<std::io::Result<Bytes>>,
-    pending: Bytes,
-}
+type StdinReader = StreamReader<ReceiverStream<std::io::Result<Bytes>>, Bytes>;
 
-impl StdinReader {
-    fn spawn() -> Self {
-        let (tx, rx) = mpsc::channel(4);
-        let spawned = std::thread::Builder::new()
-            .name("e2b-acp-stdin".to_owned())
-            .spawn(move || {
-                let mut stdin = std::io::stdin().lock();
-                let mut buf = vec![0u8; 64 * 1024];
-                loop {
-                    let item = match stdin.read(&mut buf) {
-                        Ok(0) => break,
-                        Ok(n) => Ok(Bytes::copy_from_slice(&buf[..n])),
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                        Err(e) => Err(e),
-                    };
-                    let failed = item.is_err();
-                    if tx.blocking_send(item).is_err() || failed {
-                        break;
-                    }
+fn spawn_stdin_reader() -> StdinReader {
+    let (tx, rx) = mpsc::channel(4);
+    let spawned = std::thread::Builder::new()
+        .name("e2b-acp-stdin".to_owned())
+        .spawn(move || {
+            let mut stdin = std::io::stdin().lock();
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let item = match stdin.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => Ok(Bytes::copy_from_slice(&buf[..n])),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => Err(e),
+                };
+                let failed = item.is_err();
+                if tx.blocking_send(item).is_err() || failed {
+                    break;
                 }
-            });
-        if let Err(e) = spawned {
-            tracing::error!(error = %e, "could not start the stdin reader; treating stdin as closed");
-        }
-        Self {
-            rx,
-            pending: Bytes::new(),
-        }
-    }
-}
-
-impl AsyncRead for StdinReader {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        out: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        if self.pending.is_empty() {
-            match self.rx.poll_recv(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => return Poll::Ready(Ok(())),
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
-                Poll::Ready(Some(Ok(b))) => self.pending = b,
             }
-        }
-        let n = self.pending.len().min(out.remaining());
-        let chunk = self.pending.split_to(n);
-        out.put_slice(&chunk);
-        Poll::Ready(Ok(()))
+        });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "could not start the stdin reader; treating stdin as closed");
     }
+    StreamReader::new(ReceiverStream::new(rx))
 }
 
 /// How long `e2b acp` gives the agent to exit after the editor's EOF (passed on as the agent's
@@ -150,7 +120,7 @@ pub async fn acp(args: AcpArgs) -> Result<i32, CliError> {
         None => Ok(None),
         Some(Err(e)) => Err(e),
         Some(Ok(transport)) => run_bridge_until(
-            StdinReader::spawn(),
+            spawn_stdin_reader(),
             tokio::io::stdout(),
             transport,
             stop_timeout,

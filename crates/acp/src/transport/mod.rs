@@ -2,21 +2,21 @@
 //!
 //! Tasks: one reader (stdout → splitter → filter → bounded read queue), one writer (the single
 //! ordered queue to stdin: client messages, transport replies, EOF), one stderr drainer (bounded
-//! tail, optional callback) and one exit watcher.
+//! tail, optional callback) and one exit watcher. Their shared lifecycle is one
+//! `state::Phase` in one `watch` channel, moved only by `Shared::transition`.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use crate::error::{AcpError, Direction};
 use crate::filter;
-use crate::framing::LineSplitter;
+use crate::framing::{self, LineSplitter};
 use crate::options::{AcpOptions, MAX_QUEUED_REPLIES, MAX_QUEUED_REPLY_BYTES};
 use crate::process::{AgentProcess, ByteStream, ProcessExit};
 
@@ -40,10 +40,12 @@ impl AgentExit {
 }
 
 mod reader;
+mod state;
 mod stderr;
 mod writer;
 
 use reader::read_loop;
+use state::{Event, Lifecycle};
 use stderr::{Tail, stderr_loop};
 use writer::{WriteCmd, write_loop};
 
@@ -59,16 +61,8 @@ pub(crate) struct Shared {
     read_bytes_max: u32,
     queued_replies: AtomicUsize,
     queued_reply_bytes: AtomicUsize,
-    halt_reads: CancellationToken,
-    halt_writes: CancellationToken,
-    closing: AtomicBool,
-    /// Set by stop/kill/drop (not by a plain exit): the SDK layer dispatches nothing after it.
-    user_closed: AtomicBool,
-    killed_by_us: AtomicBool,
-    output_failed: AtomicBool,
-    writer_error: StdMutex<Option<String>>,
-    error: StdMutex<Option<AcpError>>,
-    exit_rx: watch::Receiver<Option<Result<ProcessExit, String>>>,
+    /// The lifecycle (phase and failures); the tasks wait on it for halts and the exit.
+    life: watch::Sender<Lifecycle>,
     stderr: Arc<StdMutex<Tail>>,
 }
 
@@ -96,6 +90,12 @@ impl std::fmt::Debug for AcpTransport {
             .field("pid", &self.shared.pid)
             .finish_non_exhaustive()
     }
+}
+
+/// Completes once `pred` holds for the lifecycle `rx` follows (at once if it already does).
+async fn until(rx: &mut watch::Receiver<Lifecycle>, pred: fn(&Lifecycle) -> bool) {
+    // The sender lives in `Shared`, which every waiting task holds: no other way to end.
+    let _ = rx.wait_for(pred).await;
 }
 
 fn lock<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -127,7 +127,6 @@ impl AcpTransport {
     ) -> Self {
         let (write_tx, write_rx) = mpsc::unbounded_channel();
         let (read_tx, read_rx) = mpsc::channel(opts.read_queue_depth);
-        let (exit_tx, exit_rx) = watch::channel(None);
         let shared = Arc::new(Shared {
             pid: process.pid(),
             process,
@@ -139,15 +138,7 @@ impl AcpTransport {
             read_bytes_max: u32::try_from(opts.read_queue_bytes).unwrap_or(u32::MAX),
             queued_replies: AtomicUsize::new(0),
             queued_reply_bytes: AtomicUsize::new(0),
-            halt_reads: CancellationToken::new(),
-            halt_writes: CancellationToken::new(),
-            closing: AtomicBool::new(false),
-            user_closed: AtomicBool::new(false),
-            killed_by_us: AtomicBool::new(false),
-            output_failed: AtomicBool::new(false),
-            writer_error: StdMutex::new(None),
-            error: StdMutex::new(None),
-            exit_rx,
+            life: watch::Sender::new(Lifecycle::new()),
             stderr: Arc::new(StdMutex::new(Tail {
                 buf: VecDeque::new(),
                 cap: opts.stderr_tail_bytes,
@@ -169,9 +160,8 @@ impl AcpTransport {
         let watcher = shared.clone();
         tokio::spawn(async move {
             let r = watcher.process.wait().await.map_err(|e| e.to_string());
-            let _ = exit_tx.send(Some(r));
-            // A dead agent reads nothing more: fail pending and later writes promptly.
-            watcher.halt_writes.cancel();
+            // A dead agent reads nothing more: pending and later writes fail promptly.
+            watcher.transition(Event::Exit(r));
         });
         Self {
             shared,
@@ -357,35 +347,71 @@ impl Drop for AcpTransport {
 }
 
 impl Shared {
+    /// Apply `event` to the phase (the table in [`state`]); a refused move changes nothing and
+    /// returns false.
+    fn transition(&self, event: Event) -> bool {
+        let mut applied = true;
+        self.life
+            .send_if_modified(|life| match life.phase.next(event) {
+                Ok(next) => {
+                    let changed = next != life.phase;
+                    life.phase = next;
+                    changed
+                }
+                Err(refused) => {
+                    tracing::debug!(?refused, "refused lifecycle move");
+                    applied = false;
+                    false
+                }
+            });
+        applied
+    }
+
+    /// Record a failure (waking no one: no task waits for a failure alone).
+    fn record(&self, f: impl FnOnce(&mut Lifecycle)) {
+        self.life.send_if_modified(|life| {
+            f(life);
+            false
+        });
+    }
+
+    /// Read the lifecycle.
+    fn with_life<T>(&self, f: impl FnOnce(&Lifecycle) -> T) -> T {
+        f(&self.life.borrow())
+    }
+
+    /// Completes once `pred` holds (at once if it already does).
+    async fn until(&self, pred: fn(&Lifecycle) -> bool) {
+        until(&mut self.life.subscribe(), pred).await;
+    }
+
+    /// A receiver of the lifecycle for a task that waits on it repeatedly.
+    fn follow(&self) -> watch::Receiver<Lifecycle> {
+        self.life.subscribe()
+    }
+
     /// True once the agent's exit was observed. A failed output stream is not an exit: the
     /// agent may still run, so stop and drop kill it.
     pub(crate) fn exit_known(&self) -> bool {
-        matches!(*self.exit_rx.borrow(), Some(Ok(_)))
+        self.with_life(|l| l.phase.exit_known())
     }
 
-    /// True once waiting for the agent ended, with its exit or with a failed stream.
-    fn wait_ended(&self) -> bool {
-        self.exit_rx.borrow().is_some()
-    }
-
-    pub(crate) fn is_closing(&self) -> bool {
-        self.closing.load(Ordering::Acquire)
-    }
-
-    /// True once `stop`, `kill` or drop was called.
+    /// True once `stop`, `kill` or drop was called: the SDK layer dispatches nothing after it.
     pub(crate) fn is_user_closed(&self) -> bool {
-        self.user_closed.load(Ordering::Acquire)
+        self.with_life(|l| l.phase.user_closed())
     }
 
     pub(crate) fn error(&self) -> Option<AcpError> {
-        lock(&self.error).as_ref().map(AcpError::duplicate)
+        self.with_life(|l| l.read_error.as_ref().map(AcpError::duplicate))
     }
 
+    /// Keep the first error that ended reading.
     fn set_error(&self, e: AcpError) {
-        let mut g = lock(&self.error);
-        if g.is_none() {
-            *g = Some(e);
-        }
+        self.record(|l| {
+            if l.read_error.is_none() {
+                l.read_error = Some(e);
+            }
+        });
     }
 
     pub(crate) fn stderr_tail(&self) -> String {
@@ -424,31 +450,33 @@ impl Shared {
                 size: Some(rewritten.len()),
             });
         }
-        let mut out = BytesMut::with_capacity(rewritten.len() + 1);
-        out.extend_from_slice(&rewritten);
-        out.extend_from_slice(b"\n");
-        Ok(out.freeze())
+        Ok(framing::with_newline(&rewritten))
     }
 
     fn closed_error(&self) -> AcpError {
-        if let Some(e) = lock(&self.writer_error).as_ref() {
-            return AcpError::closed(format!("writing to the agent failed: {e}"));
-        }
-        if self.exit_known() {
-            return AcpError::closed("the agent exited");
-        }
-        AcpError::closed("the agent was stopped or killed")
+        self.with_life(|l| {
+            if let Some(e) = l.write_error.as_ref() {
+                AcpError::closed(format!("writing to the agent failed: {e}"))
+            } else if l.phase.exit_known() {
+                AcpError::closed("the agent exited")
+            } else {
+                AcpError::closed("the agent was stopped or killed")
+            }
+        })
     }
 
     pub(crate) async fn send(&self, message: &[u8]) -> Result<(), AcpError> {
-        if self.is_closing() || self.halt_writes.is_cancelled() {
+        if !self.with_life(|l| l.phase.accepts_sends()) {
             return Err(self.closed_error());
         }
         let line = self.prepare(message)?;
-        let permit = tokio::select! {
-            biased;
-            _ = self.halt_writes.cancelled() => return Err(self.closed_error()),
-            p = self.write_permits.clone().acquire_owned() => p.map_err(|_| self.closed_error())?,
+        let permit = match self.write_permits.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => tokio::select! {
+                biased;
+                () = self.until(Lifecycle::writes_halted) => return Err(self.closed_error()),
+                p = self.write_permits.clone().acquire_owned() => p.map_err(|_| self.closed_error())?,
+            },
         };
         self.write_tx
             .send(WriteCmd::Line(line, Some(permit)))
@@ -474,12 +502,9 @@ impl Shared {
             );
             return;
         }
-        let mut line = BytesMut::with_capacity(size);
-        line.extend_from_slice(&reply);
-        line.extend_from_slice(b"\n");
         if self
             .write_tx
-            .send(WriteCmd::Line(line.freeze(), None))
+            .send(WriteCmd::Line(framing::with_newline(&reply), None))
             .is_err()
         {
             self.queued_reply_bytes.fetch_sub(size, Ordering::AcqRel);
@@ -493,12 +518,12 @@ impl Shared {
     }
 
     pub(crate) async fn wait_exit(&self) -> Result<ProcessExit, AcpError> {
-        let mut rx = self.exit_rx.clone();
-        let r = rx
-            .wait_for(|v| v.is_some())
+        let mut rx = self.life.subscribe();
+        let life = rx
+            .wait_for(Lifecycle::wait_ended)
             .await
             .map_err(|_| AcpError::closed("the exit watcher ended"))?;
-        match r.as_ref() {
+        match life.phase.exit() {
             Some(Ok(exit)) => Ok(*exit),
             Some(Err(e)) => Err(AcpError::Process {
                 action: "waiting for the agent",
@@ -515,7 +540,7 @@ impl Shared {
         {
             return Err(e);
         }
-        let killed = self.killed_by_us.load(Ordering::Acquire);
+        let killed = self.with_life(|l| l.phase.killed());
         if exit.success() || killed {
             return Ok(AgentExit {
                 code: exit.code,
@@ -535,14 +560,12 @@ impl Shared {
         let deadline = start + timeout;
         let reserve = (timeout / 4).min(Duration::from_secs(1));
         let grace_end = deadline - reserve;
-        self.closing.store(true, Ordering::Release);
-        self.user_closed.store(true, Ordering::Release);
-        self.halt_reads.cancel();
+        self.transition(Event::Stop);
         if self.exit_known() {
             return Ok(());
         }
         let mut unsupported = None;
-        if !self.output_failed.load(Ordering::Acquire) && !self.wait_ended() {
+        if !self.with_life(|l| l.output_failed || l.wait_ended()) {
             let graceful = async {
                 let (ack_tx, ack_rx) = oneshot::channel();
                 if self.write_tx.send(WriteCmd::Eof(ack_tx)).is_ok()
@@ -564,8 +587,7 @@ impl Shared {
                 Err(_) => tracing::debug!("the agent did not exit after EOF; killing it"),
             }
         }
-        self.mark_killed();
-        self.halt_writes.cancel();
+        self.transition(Event::UserKill);
         if let Ok(Err(e)) = tokio::time::timeout_at(deadline, self.process.kill()).await {
             return Err(e);
         }
@@ -579,38 +601,22 @@ impl Shared {
         unsupported.map_or(Ok(()), Err)
     }
 
-    fn mark_killed(&self) {
-        if !self.exit_known() {
-            self.killed_by_us.store(true, Ordering::Release);
-        }
-    }
-
     pub(crate) async fn kill(&self) -> Result<bool, AcpError> {
         let running = !self.exit_known();
-        self.closing.store(true, Ordering::Release);
-        self.user_closed.store(true, Ordering::Release);
-        self.mark_killed();
-        self.halt_reads.cancel();
-        self.halt_writes.cancel();
+        self.transition(Event::UserKill);
         Ok(self.process.kill().await? && running)
     }
 
     pub(crate) fn kill_on_drop(&self) {
-        self.closing.store(true, Ordering::Release);
-        self.user_closed.store(true, Ordering::Release);
-        self.halt_reads.cancel();
-        self.halt_writes.cancel();
+        self.transition(Event::UserKill);
         if !self.exit_known() {
-            self.mark_killed();
             self.process.clone().kill_now();
         }
     }
 
     /// Kill because of a fatal transport error (oversize); does not wait.
     fn kill_for_error(self: &Arc<Self>) {
-        self.closing.store(true, Ordering::Release);
-        self.mark_killed();
-        self.halt_writes.cancel();
+        self.transition(Event::OversizeKill);
         let me = self.clone();
         tokio::spawn(async move {
             if let Err(e) = me.process.kill().await {

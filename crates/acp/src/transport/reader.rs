@@ -1,13 +1,13 @@
 //! The reader: the agent's stdout → splitter → filter → the bounded read queue.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
-use super::{Queued, Shared};
+use super::state::Lifecycle;
+use super::{Queued, Shared, until};
 use crate::filter;
 use crate::framing::LineSplitter;
 use crate::process::ByteStream;
@@ -19,10 +19,11 @@ pub(super) async fn read_loop(
     mut splitter: LineSplitter,
 ) {
     let mut read_tx = Some(read_tx);
+    let mut life = shared.follow();
     loop {
         let item = tokio::select! {
             biased;
-            _ = shared.halt_reads.cancelled(), if read_tx.is_some() => {
+            () = until(&mut life, Lifecycle::reads_halted), if read_tx.is_some() => {
                 read_tx = None;
                 continue;
             }
@@ -32,10 +33,13 @@ pub(super) async fn read_loop(
         let chunk = match item {
             Ok(c) => c,
             Err(e) => {
-                shared.output_failed.store(true, Ordering::Release);
-                if read_tx.is_some() {
-                    shared.set_error(e);
-                }
+                let forwarding = read_tx.is_some();
+                shared.record(|l| {
+                    l.output_failed = true;
+                    if forwarding && l.read_error.is_none() {
+                        l.read_error = Some(e);
+                    }
+                });
                 break;
             }
         };
@@ -46,7 +50,7 @@ pub(super) async fn read_loop(
         while let Some(r) = splitter.next_line() {
             match r {
                 Ok(line) => {
-                    if !deliver(&shared, &mut read_tx, line).await {
+                    if !deliver(&shared, &mut life, &mut read_tx, line).await {
                         break;
                     }
                 }
@@ -63,7 +67,7 @@ pub(super) async fn read_loop(
     if read_tx.is_some() {
         match splitter.finish() {
             Some(Ok(line)) => {
-                deliver(&shared, &mut read_tx, line).await;
+                deliver(&shared, &mut life, &mut read_tx, line).await;
             }
             Some(Err(e)) => shared.set_error(e),
             None => {}
@@ -72,7 +76,12 @@ pub(super) async fn read_loop(
 }
 
 /// Filter one line and forward it; false when forwarding has ended.
-async fn deliver(shared: &Shared, read_tx: &mut Option<mpsc::Sender<Queued>>, line: Bytes) -> bool {
+async fn deliver(
+    shared: &Shared,
+    life: &mut watch::Receiver<Lifecycle>,
+    read_tx: &mut Option<mpsc::Sender<Queued>>,
+    line: Bytes,
+) -> bool {
     let verdict = filter::inspect_agent_line(&line);
     for reply in verdict.replies {
         shared.reply(reply);
@@ -90,7 +99,7 @@ async fn deliver(shared: &Shared, read_tx: &mut Option<mpsc::Sender<Queued>>, li
         .clamp(1, shared.read_bytes_max);
     let sent = tokio::select! {
         biased;
-        _ = shared.halt_reads.cancelled() => false,
+        () = until(life, Lifecycle::reads_halted) => false,
         r = async {
             let budget = shared.read_bytes.clone().acquire_many_owned(cost).await.ok()?;
             tx.send((fwd, budget)).await.ok()

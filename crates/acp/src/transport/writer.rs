@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 
-use super::{Shared, lock};
+use super::state::{Event, Lifecycle};
+use super::{Shared, until};
 use crate::error::AcpError;
 
 pub(super) enum WriteCmd {
@@ -19,10 +20,11 @@ pub(super) enum WriteCmd {
 const MAX_WRITE_BATCH: usize = 256 * 1024;
 
 pub(super) async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<WriteCmd>) {
+    let mut life = shared.follow();
     loop {
         let cmd = tokio::select! {
             biased;
-            _ = shared.halt_writes.cancelled() => break,
+            () = until(&mut life, Lifecycle::writes_halted) => break,
             c = rx.recv() => c,
         };
         match cmd {
@@ -67,7 +69,7 @@ pub(super) async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedRecei
                 };
                 let r = tokio::select! {
                     biased;
-                    _ = shared.halt_writes.cancelled() => break,
+                    () = until(&mut life, Lifecycle::writes_halted) => break,
                     r = shared.process.write_stdin(data) => r,
                 };
                 drop(permits);
@@ -77,30 +79,35 @@ pub(super) async fn write_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedRecei
                     .fetch_sub(reply_bytes, Ordering::AcqRel);
                 if let Err(e) = r {
                     tracing::debug!(error = %e, "writing to the agent's stdin failed");
-                    *lock(&shared.writer_error) = Some(e.to_string());
+                    let reason = e.to_string();
+                    shared.record(|l| l.write_error = Some(reason));
                     break;
                 }
                 if let Some(ack) = eof {
-                    close_stdin(&shared, ack).await;
+                    close_stdin(&shared, &mut life, ack).await;
                     break;
                 }
             }
             Some(WriteCmd::Eof(ack)) => {
-                close_stdin(&shared, ack).await;
+                close_stdin(&shared, &mut life, ack).await;
                 break;
             }
         }
     }
     // Later sends fail; pending EOF acks are dropped (the stopper treats that as closed).
-    shared.closing.store(true, Ordering::Release);
+    shared.transition(Event::WriterEnded);
     shared.write_permits.close();
     rx.close();
 }
 
-async fn close_stdin(shared: &Shared, ack: oneshot::Sender<Result<(), AcpError>>) {
+async fn close_stdin(
+    shared: &Shared,
+    life: &mut watch::Receiver<Lifecycle>,
+    ack: oneshot::Sender<Result<(), AcpError>>,
+) {
     let r = tokio::select! {
         biased;
-        _ = shared.halt_writes.cancelled() => return,
+        () = until(life, Lifecycle::writes_halted) => return,
         r = shared.process.close_stdin() => r,
     };
     let _ = ack.send(r);

@@ -11,6 +11,10 @@ use std::time::Duration;
 use e2b_acp::{AcpOptions, AcpTransport, LocalProcess};
 use serde_json::{Value, json};
 
+/// How long a test waits for something that must happen before it fails as hung: a guard against
+/// hangs, not a speed check (speed is for the benchmarks).
+pub const HANG_GUARD: Duration = Duration::from_secs(30);
+
 /// The fake ACP agent (in `e2b-test-support`, built on first use).
 pub fn fake() -> &'static str {
     e2b_test_support::fake_acp_agent()
