@@ -1,5 +1,5 @@
-//! Request round-trip latency to the fake agent: through the sandbox (`Sandbox::local()`, the
-//! real embedded envd; `start_streaming`, stdin over one open `StreamInput` stream), with the
+//! Request round-trip latency to the fake agent: through the sandbox (`Sandbox::local_with_transport`,
+//! the real embedded envd; `start_streaming`, stdin over one open `StreamInput` stream), with the
 //! sandbox's clients calling the daemon in-process (the default) and over its loopback port
 //! (h2c, as an external client), against the same agent as a local child process. Prints the
 //! load average too: the machine is shared, so compare the ratio within one run.

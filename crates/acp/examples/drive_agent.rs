@@ -9,7 +9,9 @@
 //!
 //! Without an agent command it runs the scriptable fake agent of `e2b-test-support` (built on
 //! first use), which echoes each prompt block back as an update. The agent runs in
-//! `e2b::Sandbox::local()` (the embedded sandbox on this machine); with a remote sandbox, pass its
+//! `e2b::Sandbox::local_unisolated()` (the embedded sandbox on this machine, so a host-installed
+//! agent runs as it is; `e2b acp` runs agents isolated and shows their directories read-only,
+//! see docs/isolation.md); with another sandbox (`Sandbox::local()`, a remote one), pass its
 //! `Sandbox` to `connect_acp_agent` the same way. The client's `fs` and `terminal` capabilities
 //! reach the agent as `false`, so it works on the sandbox's files itself. Permission requests are
 //! not handled here: the official client answers them with "method not found", which agents take
@@ -76,7 +78,11 @@ async fn run() -> Result<(), String> {
         }
     };
 
-    let sandbox = step("starting the local sandbox", e2b::Sandbox::local()).await?;
+    let sandbox = step(
+        "starting the local sandbox",
+        e2b::Sandbox::local_unisolated(),
+    )
+    .await?;
 
     // Print every agent message chunk as it arrives; summarise the other updates.
     let printed = Arc::new(std::sync::atomic::AtomicUsize::new(0));

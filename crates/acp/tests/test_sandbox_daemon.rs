@@ -241,7 +241,19 @@ async fn official_client_full_cycle_through_the_daemon() {
 
 #[tokio::test]
 async fn through_the_e2b_facade_sandbox_local() {
-    let sandbox = e2b::Sandbox::local().await.unwrap();
+    // `Sandbox::local()` is isolated: the fake agent's directory is shown read-only inside.
+    let dir = std::path::Path::new(fake())
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let sandbox = e2b::Sandbox::local_with_options(
+        e2b::LocalOptions::default()
+            .network(e2b::LocalNetwork::None)
+            .mount_ro(dir),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the isolated local sandbox did not start: {e}"));
     let agent = e2b_acp::connect_acp_agent(
         &sandbox,
         CommandLine::exec(fake(), Vec::<String>::new()),
@@ -268,7 +280,26 @@ async fn through_the_e2b_facade_sandbox_local() {
     );
     let pid = agent.pid();
     drop(agent);
-    eventually_dead(pid).await;
+    // The pid is the sandbox's own (its PID namespace): look for it inside.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = sandbox
+            .commands()
+            .run(
+                format!("test -e /proc/{pid} && echo alive || echo gone"),
+                e2b::CommandOptions::new(),
+            )
+            .await
+            .unwrap();
+        if out.stdout.trim() == "gone" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the agent (pid {pid} in the sandbox) outlived its dropped transport"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     sandbox.kill().await.unwrap();
 }
 

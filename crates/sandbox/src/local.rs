@@ -293,8 +293,7 @@ impl std::fmt::Debug for IsolatedDaemon {
 impl IsolatedDaemon {
     pub(crate) async fn start(opts: &LocalOptions) -> Result<Self, SandboxError> {
         let network = opts.network.as_str();
-        e2b_envd::isolated::check(network)
-            .map_err(|e| SandboxError::Isolated(e.to_string()))?;
+        e2b_envd::isolated::check(network).map_err(|e| SandboxError::Isolated(e.to_string()))?;
         let (bin, prefix) = find_envd_bin(opts.envd_bin.as_deref())?;
         let token = random_token();
         let mut extra = vec!["--network".to_string(), network.to_string()];
@@ -310,9 +309,8 @@ impl IsolatedDaemon {
         // The daemon is owned (and its Drop kills it) inside the blocking task: a caller that
         // drops this future while the daemon starts does not leave it running.
         tokio::task::spawn_blocking(move || {
-            let (url, child) =
-                e2b_envd::isolated::spawn_with_env(&bin, &prefix, &extra, &env)
-                    .map_err(|e| SandboxError::Isolated(e.to_string()))?;
+            let (url, child) = e2b_envd::isolated::spawn_with_env(&bin, &prefix, &extra, &env)
+                .map_err(|e| SandboxError::Isolated(e.to_string()))?;
             Ok(Self {
                 child: Some(child),
                 url,
