@@ -54,6 +54,9 @@ const MAX_HPACK_TABLE: usize = 64 * 1024;
 const OUT_FRAME: usize = 16 * 1024;
 /// Streams refused on one connection and still open; more closes the connection.
 const MAX_REFUSED: usize = 1024;
+/// The most requests one connection may have refused in all (each id is remembered so that a
+/// later header block on it, which envd would take for a new request, is never forwarded).
+const MAX_REFUSED_TOTAL: usize = 16 * 1024;
 /// Read size of the bulk direction.
 const DOWN_BUF: usize = 512 * 1024;
 const UP_BUF: usize = 64 * 1024;
@@ -174,7 +177,8 @@ pub(crate) async fn relay(client: TcpStream, envd: TcpStream, sandbox_id: String
     let mut up = Upstream {
         decoder: new_decoder(),
         refused: HashSet::new(),
-        max_stream: 0,
+        refused_ever: HashSet::new(),
+        envd_max: 0,
         debt: 0,
         sandbox_id,
         admit,
@@ -301,8 +305,14 @@ struct Upstream {
     decoder: loona_hpack::Decoder<'static>,
     /// Streams answered by the relay whose request the client has not finished.
     refused: HashSet<u32>,
-    /// The highest stream id the client has opened.
-    max_stream: u32,
+    /// Every stream the relay answered itself: envd never saw them open, so a later header
+    /// block on one (a repeated HEADERS, "trailers") would be a new request to envd.
+    refused_ever: HashSet<u32>,
+    /// The highest stream id forwarded to envd. A header block on a higher id opens a request
+    /// at envd (HTTP/2 stream ids only grow), whatever the client opened before: only such a
+    /// block is checked with `admit`; one on a lower id is trailers of an open stream (or a
+    /// protocol error envd answers as one).
+    envd_max: u32,
     /// Bytes of the relay's own DATA the client will credit back to envd: taken out of the
     /// client's connection WINDOW_UPDATEs, since envd never sent them.
     debt: u64,
@@ -553,17 +563,18 @@ impl Upstream {
             .decode(&bytes)
             .map_err(|e| format!("HPACK: {e}"))?;
         let end_stream = flags & END_STREAM != 0;
-        let new = stream > self.max_stream;
-        if new {
-            self.max_stream = stream;
-            if let Err(message) = (self.admit)(&list) {
-                return self.refuse(stream, end_stream, &message).await;
-            }
-        } else if self.refused.contains(&stream) {
+        if self.refused_ever.contains(&stream) {
+            // Never opened at envd: forwarding it would open it there, unchecked.
             if end_stream {
                 self.refused.remove(&stream);
             }
             return Ok(());
+        }
+        if stream > self.envd_max {
+            if let Err(message) = (self.admit)(&list) {
+                return self.refuse(stream, end_stream, &message).await;
+            }
+            self.envd_max = stream;
         }
         encode_headers(out, stream, end_stream, &list);
         Ok(())
@@ -596,6 +607,10 @@ impl Upstream {
                 body.len().to_string().into_bytes(),
             ),
         ];
+        if self.refused_ever.len() >= MAX_REFUSED_TOTAL {
+            return Err("too many refused requests on one connection".into());
+        }
+        self.refused_ever.insert(stream);
         let mut frames = Vec::new();
         encode_headers(&mut frames, stream, false, &list);
         push_frame(&mut frames, DATA, END_STREAM, stream, body.as_bytes());
@@ -764,6 +779,209 @@ mod tests {
         }
         let (_, kind, flags, stream) = frame_header(&out);
         assert_eq!((kind, flags, stream), (HEADERS, END_STREAM, 3));
+    }
+
+    /// One frame a hostile client may send: any kind, flags and stream, a short payload, or a
+    /// well-formed request for the bound sandbox or another one.
+    #[derive(Debug, Clone)]
+    enum Wild {
+        Raw(u8, u8, u32, Vec<u8>),
+        Request { stream: u32, other: bool },
+    }
+
+    fn wild() -> impl proptest::strategy::Strategy<Value = Wild> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (
+                0u8..12,
+                any::<u8>(),
+                0u32..8,
+                proptest::collection::vec(any::<u8>(), 0..48)
+            )
+                .prop_map(|(k, f, s, p)| Wild::Raw(k, f, s, p)),
+            (1u32..12, any::<bool>()).prop_map(|(s, o)| Wild::Request {
+                stream: s * 2 + 1,
+                other: o
+            }),
+        ]
+    }
+
+    fn request(stream: u32, sandbox: &str) -> Vec<u8> {
+        let list: HeaderList = vec![
+            (b":method".to_vec(), b"POST".to_vec()),
+            (b":path".to_vec(), b"/process.Process/List".to_vec()),
+            (
+                e2b_envd_proto::wire::headers::SANDBOX_ID
+                    .as_bytes()
+                    .to_vec(),
+                sandbox.as_bytes().to_vec(),
+            ),
+        ];
+        let mut out = Vec::new();
+        encode_headers(&mut out, stream, true, &list);
+        out
+    }
+
+    /// Every request envd could see in what the relay sent it: the header blocks that open a new
+    /// stream (ids only grow in HTTP/2; a later block on an open stream is its trailers), HPACK
+    /// decoded in order as envd's own HTTP/2 server would, until the first undecodable block.
+    fn requests_seen_by_envd(bytes: &[u8]) -> Vec<HeaderList> {
+        let mut out = Vec::new();
+        let Some(mut rest) = bytes.strip_prefix(PREFACE.as_slice()) else {
+            return out;
+        };
+        let mut decoder = new_decoder();
+        let mut block: Option<Vec<u8>> = None;
+        let mut opens = false;
+        let mut max_stream = 0u32;
+        while rest.len() >= FRAME_HEADER {
+            let (len, kind, flags, stream) = frame_header(rest);
+            let Some(payload) = rest.get(FRAME_HEADER..FRAME_HEADER + len) else {
+                break;
+            };
+            rest = &rest[FRAME_HEADER + len..];
+            match kind {
+                HEADERS => match headers_fragment(flags, payload) {
+                    Some(f) => {
+                        block = Some(f.to_vec());
+                        opens = stream > max_stream;
+                        max_stream = max_stream.max(stream);
+                    }
+                    None => break,
+                },
+                CONTINUATION => match &mut block {
+                    Some(b) => b.extend_from_slice(payload),
+                    None => break,
+                },
+                _ => continue,
+            }
+            if flags & END_HEADERS != 0
+                && let Some(b) = block.take()
+            {
+                match decoder.decode(&b) {
+                    Ok(list) if opens => out.push(list),
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        }
+        out
+    }
+
+    /// Sends `bytes` as a client through the relay bound to sandbox `bound` (an `admit` that
+    /// takes only it) to a fake envd, closes, and returns every byte envd received.
+    fn through_the_relay(bytes: Vec<u8>) -> Vec<u8> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let envd_l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let client_l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let envd_addr = envd_l.local_addr().unwrap();
+            let client_addr = client_l.local_addr().unwrap();
+            // envd: keeps every byte, closes once the relay has finished sending.
+            let envd = tokio::spawn(async move {
+                let (mut s, _) = envd_l.accept().await.unwrap();
+                let mut got = Vec::new();
+                let _ = s.read_to_end(&mut got).await;
+                got
+            });
+            let mut client = TcpStream::connect(client_addr).await.unwrap();
+            let (served, _) = client_l.accept().await.unwrap();
+            let to_envd = TcpStream::connect(envd_addr).await.unwrap();
+            let admit: Admit = Arc::new(|list: &HeaderList| {
+                match header(list, e2b_envd_proto::wire::headers::SANDBOX_ID) {
+                    Some("bound") => Ok(()),
+                    other => Err(format!("not this connection's sandbox: {other:?}")),
+                }
+            });
+            let relay = tokio::spawn(relay(served, to_envd, "bound".into(), admit));
+            let _ = client.write_all(&bytes).await;
+            let _ = client.shutdown().await;
+            let drain = async {
+                let mut sink = Vec::new();
+                let _ = client.read_to_end(&mut sink).await;
+            };
+            tokio::time::timeout(Duration::from_secs(20), async {
+                drain.await;
+                relay.await.expect("the relay task panicked");
+            })
+            .await
+            .expect("the relay did not end after the client closed");
+            tokio::time::timeout(Duration::from_secs(20), envd)
+                .await
+                .expect("envd's side was not closed")
+                .unwrap()
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// The peek never panics, whatever follows the preface.
+        #[test]
+        fn peek_first_survives_any_bytes(tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let mut bytes = PREFACE.to_vec();
+            bytes.extend_from_slice(&tail);
+            let _ = peek_first(&bytes);
+            let _ = peek_first(&tail);
+        }
+
+        /// A hostile client's frames (any kind, flags, stream and payload, mixed with requests for
+        /// the bound sandbox and for another one) never panic the relay, the relay ends when the
+        /// client closes, and envd never decodes a request naming another sandbox.
+        #[test]
+        fn relay_survives_hostile_frames_and_never_forwards_another_sandbox(frames in proptest::collection::vec(wild(), 0..24)) {
+            let mut bytes = PREFACE.to_vec();
+            for f in &frames {
+                match f {
+                    Wild::Raw(k, fl, st, p) => push_frame(&mut bytes, *k, *fl, *st, p),
+                    Wild::Request { stream, other } => {
+                        bytes.extend(request(*stream, if *other { "other" } else { "bound" }))
+                    }
+                }
+            }
+            let seen = through_the_relay(bytes);
+            for list in requests_seen_by_envd(&seen) {
+                proptest::prop_assert_ne!(
+                    header(&list, e2b_envd_proto::wire::headers::SANDBOX_ID),
+                    Some("other"),
+                    "a request for another sandbox reached envd"
+                );
+            }
+        }
+    }
+
+    /// Regressions found by the property test: a repeated header block on a refused stream, and
+    /// a block on a lower id than a refused one, each opened a request at envd unchecked.
+    #[test]
+    fn only_admitted_requests_open_streams_at_envd() {
+        type Case<'a> = (&'a [(u32, &'a str)], &'a [&'a str]);
+        let cases: [Case; 4] = [
+            (
+                &[(1, "bound"), (3, "other"), (5, "bound")],
+                &["bound", "bound"],
+            ),
+            (&[(3, "other"), (3, "other")], &[]),
+            (&[(19, "other"), (3, "other")], &[]),
+            (&[(19, "other"), (3, "bound"), (21, "other")], &["bound"]),
+        ];
+        for (requests, want) in cases {
+            let mut bytes = PREFACE.to_vec();
+            for (stream, sandbox) in requests {
+                bytes.extend(request(*stream, sandbox));
+            }
+            let seen: Vec<String> = requests_seen_by_envd(&through_the_relay(bytes))
+                .iter()
+                .map(|l| {
+                    header(l, e2b_envd_proto::wire::headers::SANDBOX_ID)
+                        .unwrap_or_default()
+                        .to_owned()
+                })
+                .collect();
+            assert_eq!(seen, want, "requests {requests:?}");
+        }
     }
 
     #[test]
