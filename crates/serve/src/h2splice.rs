@@ -958,7 +958,7 @@ mod tests {
     #[test]
     fn only_admitted_requests_open_streams_at_envd() {
         type Case<'a> = (&'a [(u32, &'a str)], &'a [&'a str]);
-        let cases: [Case; 4] = [
+        let cases: [Case<'_>; 4] = [
             (
                 &[(1, "bound"), (3, "other"), (5, "bound")],
                 &["bound", "bound"],
