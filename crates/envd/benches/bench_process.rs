@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use e2b_envd_proto::process::process_client::ProcessClient;
 use e2b_envd_proto::process::process_event::{Event, data_event::Output};
 use e2b_envd_proto::process::{ProcessConfig, StartRequest};
+use e2b_test_support::floor::{pipe_tcp_relay, raw_pipe};
 use e2b_test_support::procfs::{cpu_seconds, status_kib};
 use tonic::transport::Channel;
 
@@ -84,19 +85,6 @@ where
     ))
 }
 
-/// Times the raw pipe `head -c N /dev/zero | cat > /dev/null`.
-fn raw_pipe(bytes: u64) -> Duration {
-    let t = Instant::now();
-    let st = Command::new("/bin/bash")
-        .args([
-            "-c",
-            &format!("head -c {bytes} /dev/zero | cat > /dev/null"),
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    t.elapsed()
-}
 
 /// Streams `head -c N /dev/zero` to `client` and checks every byte arrived; returns the time.
 /// Runs on a runtime worker, as a real client's tasks do (polled from the main thread's
@@ -125,50 +113,6 @@ where
     t.elapsed()
 }
 
-/// The floor for any daemon that forwards a pipe over loopback TCP: `head -c N /dev/zero` into a
-/// 1 MiB pipe, one blocking thread reading 1 MiB chunks and writing them to a TCP socket, one
-/// thread reading them back (no HTTP/2, no gRPC, no async runtime). Returns the elapsed time.
-fn pipe_tcp_relay(bytes: u64) -> Duration {
-    use std::io::{Read as _, Write as _};
-    use std::os::fd::AsRawFd as _;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let t = Instant::now();
-    let receiver = std::thread::spawn(move || {
-        let (mut conn, _) = listener.accept().unwrap();
-        let mut buf = vec![0u8; 1 << 20];
-        let mut total = 0u64;
-        loop {
-            match conn.read(&mut buf).unwrap() {
-                0 => break total,
-                n => total += n as u64,
-            }
-        }
-    });
-    let mut child = Command::new("/usr/bin/head")
-        .args(["-c", &bytes.to_string(), "/dev/zero"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = child.stdout.take().unwrap();
-    // SAFETY: F_SETPIPE_SZ on a pipe we own (the daemon sizes its pipes the same way).
-    unsafe {
-        libc::fcntl(out.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
-    }
-    let mut sock = std::net::TcpStream::connect(addr).unwrap();
-    sock.set_nodelay(true).unwrap();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        match out.read(&mut buf).unwrap() {
-            0 => break,
-            n => sock.write_all(&buf[..n]).unwrap(),
-        }
-    }
-    drop(sock);
-    assert_eq!(receiver.join().unwrap(), bytes);
-    child.wait().unwrap();
-    t.elapsed()
-}
 
 async fn channel(url: &str) -> Channel {
     tonic::transport::Endpoint::from_shared(url.to_string())
