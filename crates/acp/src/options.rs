@@ -76,30 +76,30 @@ pub enum StderrCallback {
 pub struct AcpOptions {
     /// Per-message limit in bytes (line bytes without the line ending), both ways.
     /// Default [`DEFAULT_MAX_MESSAGE_BYTES`]. Must be at least 1.
-    pub max_message_bytes: usize,
+    pub(crate) max_message_bytes: usize,
     /// Depth of the read queue. Default [`DEFAULT_READ_QUEUE_DEPTH`]. Must be at least 1.
-    pub read_queue_depth: usize,
+    pub(crate) read_queue_depth: usize,
     /// Byte budget of the read queue, and of the official client's queue behind
     /// [`AcpAgent`](crate::AcpAgent). Default [`DEFAULT_READ_QUEUE_BYTES`]. Between 1 and
     /// `u32::MAX`.
-    pub read_queue_bytes: usize,
+    pub(crate) read_queue_bytes: usize,
     /// Depth of the write queue. Default [`DEFAULT_WRITE_QUEUE_DEPTH`]. Must be at least 1.
-    pub write_queue_depth: usize,
+    pub(crate) write_queue_depth: usize,
     /// Timeout used when the agent is stopped without an explicit one (the bridge at EOF).
     /// Default [`DEFAULT_STOP_TIMEOUT`].
-    pub stop_timeout: Duration,
+    pub(crate) stop_timeout: Duration,
     /// Bytes of stderr kept for error reports. Default [`DEFAULT_STDERR_TAIL_BYTES`].
-    pub stderr_tail_bytes: usize,
+    pub(crate) stderr_tail_bytes: usize,
     /// Optional stderr callback. Default none.
-    pub on_stderr: Option<StderrCallback>,
+    pub(crate) on_stderr: Option<StderrCallback>,
     /// Working directory of the agent in the sandbox. Default: envd's default.
-    pub cwd: Option<String>,
+    pub(crate) cwd: Option<String>,
     /// Extra environment variables for the agent. Default none.
-    pub envs: HashMap<String, String>,
+    pub(crate) envs: HashMap<String, String>,
     /// User to run the agent as in the sandbox. Default: envd's default user.
-    pub user: Option<String>,
+    pub(crate) user: Option<String>,
     /// Time allowed until the sandbox confirms the agent started. Default: the commands crate's.
-    pub request_timeout: Option<Duration>,
+    pub(crate) request_timeout: Option<Duration>,
 }
 
 impl Default for AcpOptions {
@@ -143,32 +143,36 @@ impl AcpOptions {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Set [`max_message_bytes`](Self::max_message_bytes).
+    /// Per-message limit in bytes (line bytes without the line ending), both ways.
+    /// Default [`DEFAULT_MAX_MESSAGE_BYTES`]. Must be at least 1.
     pub fn max_message_bytes(mut self, n: usize) -> Self {
         self.max_message_bytes = n;
         self
     }
-    /// Set [`read_queue_depth`](Self::read_queue_depth).
+    /// Depth of the read queue. Default [`DEFAULT_READ_QUEUE_DEPTH`]. Must be at least 1.
     pub fn read_queue_depth(mut self, n: usize) -> Self {
         self.read_queue_depth = n;
         self
     }
-    /// Set [`read_queue_bytes`](Self::read_queue_bytes).
+    /// Byte budget of the read queue, and of the official client's queue behind
+    /// [`AcpAgent`](crate::AcpAgent). Default [`DEFAULT_READ_QUEUE_BYTES`]. Between 1 and
+    /// `u32::MAX`.
     pub fn read_queue_bytes(mut self, n: usize) -> Self {
         self.read_queue_bytes = n;
         self
     }
-    /// Set [`write_queue_depth`](Self::write_queue_depth).
+    /// Depth of the write queue. Default [`DEFAULT_WRITE_QUEUE_DEPTH`]. Must be at least 1.
     pub fn write_queue_depth(mut self, n: usize) -> Self {
         self.write_queue_depth = n;
         self
     }
-    /// Set [`stop_timeout`](Self::stop_timeout).
+    /// Timeout used when the agent is stopped without an explicit one (the bridge at EOF).
+    /// Default [`DEFAULT_STOP_TIMEOUT`].
     pub fn stop_timeout(mut self, d: Duration) -> Self {
         self.stop_timeout = d;
         self
     }
-    /// Set [`stderr_tail_bytes`](Self::stderr_tail_bytes).
+    /// Bytes of stderr kept for error reports. Default [`DEFAULT_STDERR_TAIL_BYTES`].
     pub fn stderr_tail_bytes(mut self, n: usize) -> Self {
         self.stderr_tail_bytes = n;
         self
@@ -191,22 +195,31 @@ impl AcpOptions {
         self.on_stderr = Some(StderrCallback::Async(Arc::new(move |b| Box::pin(f(b)))));
         self
     }
-    /// Set the working directory.
+    /// Working directory of the agent in the sandbox. Default: envd's default.
     pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
         self.cwd = Some(cwd.into());
         self
     }
-    /// Add an environment variable.
+    /// Adds an extra environment variable for the agent. Default none.
     pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.envs.insert(key.into(), value.into());
         self
     }
-    /// Set the user.
+    /// Adds extra environment variables for the agent.
+    pub fn envs<K: Into<String>, V: Into<String>>(
+        mut self,
+        vars: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        self.envs
+            .extend(vars.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self
+    }
+    /// User to run the agent as in the sandbox. Default: envd's default user.
     pub fn user(mut self, user: impl Into<String>) -> Self {
         self.user = Some(user.into());
         self
     }
-    /// Set the start request timeout.
+    /// Time allowed until the sandbox confirms the agent started. Default: the commands crate's.
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.request_timeout = Some(d);
         self

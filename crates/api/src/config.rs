@@ -44,20 +44,19 @@ pub const E2B_SHARED_HOST_DOMAINS: &[&str] = &["e2b.app", "e2b.dev", "e2b.pro", 
 #[non_exhaustive]
 pub struct ConnectionConfig {
     /// The API key (`X-API-Key`).
-    pub api_key: Option<String>,
+    pub(crate) api_key: Option<String>,
     /// The base domain; the default API URL is `https://api.<domain>`.
-    pub domain: String,
+    pub(crate) domain: String,
     /// The API base URL, when set explicitly (or by debug mode).
-    pub api_url: Option<String>,
+    pub(crate) api_url: Option<String>,
     /// envd's URL for every sandbox, when set (`E2B_SANDBOX_URL`).
-    pub sandbox_url: Option<String>,
+    pub(crate) sandbox_url: Option<String>,
     /// Debug mode (`E2B_DEBUG=true`).
-    pub debug: bool,
-    /// Bound on each API request; `None` (or a zero duration given to
-    /// [`request_timeout`](Self::request_timeout)) means no bound.
-    pub request_timeout: Option<Duration>,
+    pub(crate) debug: bool,
+    /// Bound on each API request; `None` means no bound.
+    pub(crate) request_timeout: Option<Duration>,
     /// Whether the API key's format is checked before sending (`E2B_VALIDATE_API_KEY`).
-    pub validate_api_key: bool,
+    pub(crate) validate_api_key: bool,
 }
 
 impl std::fmt::Debug for ConnectionConfig {
@@ -114,13 +113,14 @@ impl ConnectionConfig {
         }
     }
 
-    /// Sets the API key.
+    /// Sets the API key (sent as `X-API-Key`). Default: none (`E2B_API_KEY` with
+    /// [`from_env`](Self::from_env)).
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
         self.api_key = Some(key.into());
         self
     }
 
-    /// Sets the domain.
+    /// Sets the base domain; the default API URL is `https://api.<domain>`. Default `e2b.app`.
     pub fn domain(mut self, domain: impl Into<String>) -> Self {
         self.domain = domain.into();
         self
@@ -132,13 +132,15 @@ impl ConnectionConfig {
         self
     }
 
-    /// Sets envd's URL for every sandbox.
+    /// Sets envd's URL for every sandbox (`E2B_SANDBOX_URL`). Default: per sandbox, from the
+    /// domain.
     pub fn sandbox_url(mut self, url: impl Into<String>) -> Self {
         self.sandbox_url = Some(url.into());
         self
     }
 
-    /// Sets debug mode.
+    /// Sets debug mode (`E2B_DEBUG=true`: the API and envd on localhost, no API key needed).
+    /// Default off.
     pub fn debug(mut self, debug: bool) -> Self {
         self.debug = debug;
         self
@@ -150,10 +152,16 @@ impl ConnectionConfig {
         self
     }
 
-    /// Turns the client-side API key format check on or off.
+    /// Turns the client-side API key format check on or off (`E2B_VALIDATE_API_KEY`).
     pub fn validate_api_key(mut self, validate: bool) -> Self {
         self.validate_api_key = validate;
         self
+    }
+
+    /// Whether this configuration can reach an API: an API key is set, or debug mode (which
+    /// needs none) is on.
+    pub fn has_api(&self) -> bool {
+        self.api_key.as_deref().is_some_and(|k| !k.is_empty()) || self.debug
     }
 
     /// The API base URL: explicit URL > debug (`http://localhost:3000`) > `https://api.<domain>`.

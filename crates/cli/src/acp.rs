@@ -93,16 +93,19 @@ pub async fn acp(args: AcpArgs) -> Result<i32, CliError> {
     // read-only in the sandbox, so agents installed under host paths run there.
     let shown = e2b_isolation::command_host_paths(&args.command);
     let sandbox = crate::run::open_sandbox_with_mounts(&args.sandbox, &shown).await?;
-    let mut opts = AcpOptions::default().on_stderr(|b| {
-        let mut err = std::io::stderr().lock();
-        err.write_all(b)?;
-        err.flush()?;
-        Ok(())
-    });
-    opts.cwd = args.cwd.clone();
-    opts.stop_timeout = EOF_STOP_TIMEOUT;
-    opts.envs = args.envs.iter().cloned().collect();
-    let stop_timeout = opts.stop_timeout;
+    let mut opts = AcpOptions::default()
+        .on_stderr(|b| {
+            let mut err = std::io::stderr().lock();
+            err.write_all(b)?;
+            err.flush()?;
+            Ok(())
+        })
+        .stop_timeout(EOF_STOP_TIMEOUT)
+        .envs(args.envs.iter().cloned());
+    if let Some(cwd) = &args.cwd {
+        opts = opts.cwd(cwd.clone());
+    }
+    let stop_timeout = EOF_STOP_TIMEOUT;
     let display = args.command.join(" ");
 
     let signalled = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));

@@ -655,8 +655,7 @@ fn api_sandbox_id(
     config: &ConnectionConfig,
 ) -> Option<String> {
     let id = args.sandbox_id.as_deref().map(str::trim).unwrap_or("");
-    let api = config.api_key.as_deref().is_some_and(|k| !k.is_empty()) || config.debug;
-    (explicit && !id.is_empty() && api).then(|| id.to_owned())
+    (explicit && !id.is_empty() && config.has_api()).then(|| id.to_owned())
 }
 
 #[cfg(test)]
@@ -669,8 +668,7 @@ mod exec_server_tests {
         args.sandbox_id = Some("abc".into());
         // E2B_SANDBOX_URL from the environment fills --sandbox: the API's envd address then.
         args.sandbox = Some("http://127.0.0.1:49983".into());
-        let mut keyed = ConnectionConfig::default();
-        keyed.api_key = Some("e2b_00".into());
+        let keyed = ConnectionConfig::default().api_key("e2b_00");
         let bare = ConnectionConfig::default();
         assert_eq!(api_sandbox_id(&args, true, &keyed).as_deref(), Some("abc"));
         assert_eq!(

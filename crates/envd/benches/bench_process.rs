@@ -85,7 +85,6 @@ where
     ))
 }
 
-
 /// Streams `head -c N /dev/zero` to `client` and checks every byte arrived; returns the time.
 /// Runs on a runtime worker, as a real client's tasks do (polled from the main thread's
 /// `block_on`, every wake-up takes a slower path: about a third of the in-process rate).
@@ -112,7 +111,6 @@ where
     assert_eq!((got, code), (bytes, 0));
     t.elapsed()
 }
-
 
 async fn channel(url: &str) -> Channel {
     tonic::transport::Endpoint::from_shared(url.to_string())
