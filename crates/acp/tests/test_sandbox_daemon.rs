@@ -400,7 +400,11 @@ async fn drop_kills_an_agent_whose_stream_was_cut() {
 // agent.
 #[tokio::test]
 async fn stop_on_envd_0_5_1_reports_unsupported_and_kills() {
-    let envd = e2b_test_support::spawn_envd_with(|c| c.with_envd_version("0.5.1")).await;
+    let envd = e2b_test_support::spawn_envd_with(|mut c| {
+        c.envd_version = "0.5.1".into();
+        c
+    })
+    .await;
     let mut ep = EnvdEndpoint::new(envd.url()).envd_version("0.5.1".parse().unwrap());
     if let Some(t) = envd.access_token() {
         ep = ep.access_token(t);

@@ -63,7 +63,8 @@ fn main() {
 fn serve() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let config = e2b_envd::EnvdConfig::ephemeral().with_access_token("bench-token");
+        let mut config = e2b_envd::EnvdConfig::ephemeral();
+        config.access_token = Some("bench-token".into());
         let handle = e2b_envd::Envd::start(config).await.unwrap();
         println!("{}", handle.url());
         // Serve until the driver closes our stdin.
@@ -89,7 +90,8 @@ fn client(args: &[String]) {
         // `e2b::Sandbox::local_unisolated()` does (the peak RSS then includes the daemon).
         let mut _daemon = None;
         let conn = if transport == "in-process" {
-            let config = e2b_envd::EnvdConfig::ephemeral().with_access_token("bench-token");
+            let mut config = e2b_envd::EnvdConfig::ephemeral();
+            config.access_token = Some("bench-token".into());
             let handle = e2b_envd::Envd::start(config).await.unwrap();
             let endpoint = EnvdEndpoint::new(handle.url()).access_token("bench-token");
             let conn = EnvdConnection::with_service(endpoint, handle.local_service()).unwrap();

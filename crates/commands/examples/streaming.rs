@@ -30,7 +30,8 @@ async fn main() -> Result<(), BoxError> {
             (endpoint, None)
         }
         Err(_) => {
-            let config = e2b_envd::EnvdConfig::ephemeral().with_access_token("example-token");
+            let mut config = e2b_envd::EnvdConfig::ephemeral();
+            config.access_token = Some("example-token".into());
             let daemon = e2b_envd::Envd::start(config).await?;
             let endpoint = EnvdEndpoint::new(daemon.url()).access_token("example-token");
             (endpoint, Some(daemon))

@@ -10,7 +10,11 @@ use e2b_commands::{CommandError, CommandOptions, Commands, EnvdConnection, EnvdV
 
 async fn old(version: &str) -> (e2b_test_support::TestEnvd, Commands) {
     let v = version.to_owned();
-    let envd = e2b_test_support::spawn_envd_with(move |c| c.with_envd_version(v)).await;
+    let envd = e2b_test_support::spawn_envd_with(move |mut c| {
+        c.envd_version = v;
+        c
+    })
+    .await;
     let ep = common::endpoint(&envd, e2b_commands::Transport::Grpc)
         .envd_version(version.parse::<EnvdVersion>().unwrap());
     let commands = Commands::new(EnvdConnection::new(ep).unwrap());

@@ -12,9 +12,9 @@ use e2b_envd_proto::process::{ProcessConfig, StartRequest};
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Port 0 on 127.0.0.1 (`ephemeral`), with a token the client must send.
-    let handle =
-        e2b_envd::Envd::start(e2b_envd::EnvdConfig::ephemeral().with_access_token("secret"))
-            .await?;
+    let mut config = e2b_envd::EnvdConfig::ephemeral();
+    config.access_token = Some("secret".into());
+    let handle = e2b_envd::Envd::start(config).await?;
     println!("envd listening on {}", handle.url());
 
     let conn = EnvdConnection::new(EnvdEndpoint::new(handle.url()).access_token("secret"))?;

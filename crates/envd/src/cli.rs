@@ -251,19 +251,19 @@ async fn run_isolated(args: EnvdArgs) -> Result<(), DaemonError> {
         format!("sbx-{:08x}", nanos ^ std::process::id().rotate_left(16))
     });
     let mut spec = e2b_isolation::SandboxSpec::new(id)
-        .with_network(network)
-        .with_template(template)
-        .with_memory_mb(args.memory_mb)
-        .with_cpu_count(args.cpu_count)
-        .with_pids_max(args.pids_max)
-        .with_env("E2B_ENVD_LISTEN_FD", listener.as_raw_fd().to_string());
+        .network(network)
+        .template(template)
+        .memory_mb(args.memory_mb)
+        .cpu_count(args.cpu_count)
+        .pids_max(args.pids_max)
+        .env("E2B_ENVD_LISTEN_FD", listener.as_raw_fd().to_string());
     for m in &args.mount_ro {
-        spec = spec.with_ro_mount(m.parse().map_err(DaemonError::Config)?);
+        spec = spec.ro_mount(m.parse().map_err(DaemonError::Config)?);
     }
     // Settings given through the environment reach the daemon inside too.
     for (k, v) in std::env::vars() {
         if (k.starts_with("E2B_ENVD_") && k != "E2B_ENVD_LISTEN_FD") || k == "RUST_BACKTRACE" {
-            spec = spec.with_env(k, v);
+            spec = spec.env(k, v);
         }
     }
     if network == e2b_isolation::Network::Host {

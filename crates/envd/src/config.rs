@@ -12,10 +12,10 @@ pub use e2b_envd_version::IMPLEMENTED_ENVD_VERSION;
 /// with the client.
 pub use e2b_envd_proto::wire::DEFAULT_PORT;
 
-/// Configuration of an [`Envd`](crate::Envd) daemon.
+/// Configuration of an [`Envd`](crate::Envd) daemon: data, as docs/api-style.md calls it.
 ///
-/// Build it from [`EnvdConfig::default`] and set the public fields (or use the `with_*`
-/// helpers); the struct is `#[non_exhaustive]` so fields can be added without breaking you.
+/// Start from [`EnvdConfig::ephemeral`] (or [`EnvdConfig::default`]) and set the public
+/// fields; the struct is `#[non_exhaustive]` so fields can be added without breaking you.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct EnvdConfig {
@@ -144,83 +144,5 @@ impl EnvdConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             ..Self::default()
         }
-    }
-
-    /// Sets [`bind`](Self::bind).
-    pub fn with_bind(mut self, bind: SocketAddr) -> Self {
-        self.bind = bind;
-        self
-    }
-
-    /// Sets [`access_token`](Self::access_token).
-    pub fn with_access_token(mut self, token: impl Into<String>) -> Self {
-        self.access_token = Some(token.into());
-        self
-    }
-
-    /// Sets [`default_user`](Self::default_user).
-    pub fn with_default_user(mut self, user: impl Into<String>) -> Self {
-        self.default_user = Some(user.into());
-        self
-    }
-
-    /// Sets [`default_workdir`](Self::default_workdir).
-    pub fn with_default_workdir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.default_workdir = Some(dir.into());
-        self
-    }
-
-    /// Sets [`user_alias`](Self::user_alias).
-    pub fn with_user_alias(mut self, alias: impl Into<String>) -> Self {
-        self.user_alias = Some(alias.into());
-        self
-    }
-
-    /// Sets [`envd_version`](Self::envd_version).
-    pub fn with_envd_version(mut self, version: impl Into<String>) -> Self {
-        self.envd_version = version.into();
-        self
-    }
-
-    /// Sets [`max_message_bytes`](Self::max_message_bytes).
-    pub fn with_max_message_bytes(mut self, max: usize) -> Self {
-        self.max_message_bytes = max;
-        self
-    }
-
-    /// Sets [`keepalive`](Self::keepalive).
-    pub fn with_keepalive(mut self, every: Duration) -> Self {
-        self.keepalive = every;
-        self
-    }
-
-    /// Adds an origin to [`allow_origins`](Self::allow_origins).
-    pub fn with_allowed_origin(mut self, origin: impl Into<String>) -> Self {
-        self.allow_origins.push(origin.into());
-        self
-    }
-
-    /// Adds a host name to [`allow_hosts`](Self::allow_hosts).
-    pub fn with_allowed_host(mut self, host: impl Into<String>) -> Self {
-        self.allow_hosts.push(host.into());
-        self
-    }
-
-    /// Sets [`max_connections`](Self::max_connections).
-    pub fn with_max_connections(mut self, max: usize) -> Self {
-        self.max_connections = max;
-        self
-    }
-
-    /// Sets [`header_read_timeout`](Self::header_read_timeout).
-    pub fn with_header_read_timeout(mut self, timeout: Duration) -> Self {
-        self.header_read_timeout = timeout;
-        self
-    }
-
-    /// Sets [`exited_retention`](Self::exited_retention).
-    pub fn with_exited_retention(mut self, keep: Duration) -> Self {
-        self.exited_retention = keep;
-        self
     }
 }

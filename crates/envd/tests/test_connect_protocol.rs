@@ -227,7 +227,11 @@ async fn proto_codec_unary_and_stream() {
 
 #[tokio::test]
 async fn bad_envelopes_are_rejected_and_daemon_keeps_serving() {
-    let envd = spawn_envd_with(|c| c.with_max_message_bytes(1024)).await;
+    let envd = spawn_envd_with(|mut c| {
+        c.max_message_bytes = 1024;
+        c
+    })
+    .await;
     let c = ConnectClient::new(&envd);
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (vec![0, 0, 0], "invalid_argument"),

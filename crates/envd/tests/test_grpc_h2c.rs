@@ -371,7 +371,11 @@ async fn env_and_cwd_rules() {
 
 #[tokio::test]
 async fn exited_process_is_kept_for_late_connect() {
-    let envd = spawn_envd_with(|c| c.with_exited_retention(Duration::from_millis(800))).await;
+    let envd = spawn_envd_with(|mut c| {
+        c.exited_retention = Duration::from_millis(800);
+        c
+    })
+    .await;
     let mut c = h2c(&envd).await;
     let got = collect(start_bash(&mut c, &envd, "exit 4").await, |m| m.event).await;
     let pid = got.pid.unwrap();

@@ -146,7 +146,8 @@ async fn token_less_daemon_refuses_foreign_origins() {
 async fn configured_origin_gets_cors() {
     let envd = spawn_envd_with(|mut c| {
         c.access_token = None;
-        c.with_allowed_origin("http://app.local:3000")
+        c.allow_origins.push("http://app.local:3000".into());
+        c
     })
     .await;
     let http = reqwest::Client::new();
@@ -179,7 +180,8 @@ async fn configured_origin_gets_cors() {
 async fn foreign_host_is_refused() {
     let envd = spawn_envd_with(|mut c| {
         c.access_token = None;
-        c.with_allowed_host("*.sbx.test")
+        c.allow_hosts.push("*.sbx.test".into());
+        c
     })
     .await;
     let http = reqwest::Client::new();
@@ -264,12 +266,13 @@ async fn init_follows_envds_token_rules() {
 
 #[tokio::test]
 async fn non_loopback_bind_needs_a_token() {
-    let config = e2b_envd::EnvdConfig::ephemeral().with_bind("0.0.0.0:0".parse().unwrap());
+    let mut config = e2b_envd::EnvdConfig::ephemeral();
+    config.bind = "0.0.0.0:0".parse().unwrap();
     let err = e2b_envd::Envd::start(config.clone()).await.unwrap_err();
     assert!(err.to_string().contains("--insecure-no-token"), "{err}");
-    let with_token = e2b_envd::Envd::start(config.clone().with_access_token("t"))
-        .await
-        .unwrap();
+    let mut tokened = config.clone();
+    tokened.access_token = Some("t".into());
+    let with_token = e2b_envd::Envd::start(tokened).await.unwrap();
     with_token.shutdown().await;
     let mut insecure = config;
     insecure.insecure_no_token = true;
@@ -311,7 +314,11 @@ async fn read_until_closed(addr: std::net::SocketAddr, raw: &[u8]) -> Vec<u8> {
 
 #[tokio::test]
 async fn half_sent_request_is_closed_after_the_header_timeout() {
-    let envd = spawn_envd_with(|c| c.with_header_read_timeout(Duration::from_millis(500))).await;
+    let envd = spawn_envd_with(|mut c| {
+        c.header_read_timeout = Duration::from_millis(500);
+        c
+    })
+    .await;
     // Headers never finished.
     read_until_closed(
         envd.addr(),
@@ -355,7 +362,11 @@ async fn idle_connections_are_closed() {
 
 #[tokio::test]
 async fn connections_beyond_the_cap_wait() {
-    let envd = spawn_envd_with(|c| c.with_max_connections(1)).await;
+    let envd = spawn_envd_with(|mut c| {
+        c.max_connections = 1;
+        c
+    })
+    .await;
     let req = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
     let mut first = tokio::net::TcpStream::connect(envd.addr()).await.unwrap();
     first.write_all(req).await.unwrap();

@@ -147,7 +147,8 @@ async fn envs_metrics_and_init() {
 async fn open_daemon_and_configured_version() {
     let envd = spawn_envd_with(|mut c| {
         c.access_token = None;
-        c.with_envd_version("0.5.1")
+        c.envd_version = "0.5.1".into();
+        c
     })
     .await;
     let http = reqwest::Client::new();

@@ -33,8 +33,8 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     };
     let spec = e2b_isolation::SandboxSpec::new("isolate-example")
-        .with_network(network)
-        .with_template(template);
+        .network(network)
+        .template(template);
     match e2b_isolation::IsolatedSandbox::spawn(&spec, &program, &args, &[]) {
         Ok(mut sandbox) => match sandbox.wait() {
             Ok(status) => {

@@ -131,35 +131,35 @@ impl std::str::FromStr for RoMount {
     }
 }
 
-/// Everything that describes one sandbox. Build it with [`SandboxSpec::new`] and the `with_*`
-/// methods; the struct is `#[non_exhaustive]` so fields can be added.
+/// Everything that describes one sandbox: options, built with [`SandboxSpec::new`] and one
+/// setter per field (docs/api-style.md); the struct is `#[non_exhaustive]`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SandboxSpec {
     /// The sandbox id: its hostname, and part of its cgroup's name. Letters, digits, `-`, `_`
     /// and `.`, at most 63 bytes.
-    pub id: String,
+    pub(crate) id: String,
     /// The network (default [`Network::Internet`]).
-    pub network: Network,
+    pub(crate) network: Network,
     /// The root filesystem (default [`Template::Base`]).
-    pub template: Template,
+    pub(crate) template: Template,
     /// Memory limit in MiB (default 2048), for the whole sandbox (cgroup), including its
     /// writable filesystem, which lives in memory.
-    pub memory_mb: u64,
+    pub(crate) memory_mb: u64,
     /// CPU limit in CPUs (default: none).
-    pub cpu_count: Option<f64>,
+    pub(crate) cpu_count: Option<f64>,
     /// Limit on processes and threads (default 1024).
-    pub pids_max: u64,
+    pub(crate) pids_max: u64,
     /// Size of the writable in-memory filesystem (`/home/user`, `/tmp`, …) in MiB. Default:
     /// the memory limit.
-    pub writable_mb: Option<u64>,
+    pub(crate) writable_mb: Option<u64>,
     /// Extra environment of the program (in addition to `PATH`, `HOME=/root`, `HOSTNAME`).
-    pub env: Vec<(String, String)>,
+    pub(crate) env: Vec<(String, String)>,
     /// Host paths shown read-only inside the sandbox (default: none).
-    pub ro_mounts: Vec<RoMount>,
+    pub(crate) ro_mounts: Vec<RoMount>,
     /// Where archive templates are unpacked (default:
     /// [`TemplateCache::default`](crate::TemplateCache::default)).
-    pub template_cache: Option<crate::TemplateCache>,
+    pub(crate) template_cache: Option<crate::TemplateCache>,
 }
 
 impl SandboxSpec {
@@ -179,50 +179,59 @@ impl SandboxSpec {
         }
     }
 
-    /// Sets [`template_cache`](Self::template_cache).
-    pub fn with_template_cache(mut self, cache: crate::TemplateCache) -> Self {
+    /// Where archive templates are unpacked (default:
+    /// [`TemplateCache::default`](crate::TemplateCache::default)).
+    pub fn template_cache(mut self, cache: crate::TemplateCache) -> Self {
         self.template_cache = Some(cache);
         self
     }
 
     /// Adds a host path shown read-only inside the sandbox (see [`RoMount`]).
-    pub fn with_ro_mount(mut self, mount: RoMount) -> Self {
+    pub fn ro_mount(mut self, mount: RoMount) -> Self {
         self.ro_mounts.push(mount);
         self
     }
 
-    /// Sets [`network`](Self::network).
-    pub fn with_network(mut self, network: Network) -> Self {
+    /// The network (default [`Network::Internet`]).
+    pub fn network(mut self, network: Network) -> Self {
         self.network = network;
         self
     }
 
-    /// Sets [`template`](Self::template).
-    pub fn with_template(mut self, template: Template) -> Self {
+    /// The root filesystem (default [`Template::Base`]).
+    pub fn template(mut self, template: Template) -> Self {
         self.template = template;
         self
     }
 
-    /// Sets [`memory_mb`](Self::memory_mb).
-    pub fn with_memory_mb(mut self, mb: u64) -> Self {
+    /// Memory limit in MiB (default 2048), for the whole sandbox (cgroup), including its
+    /// writable filesystem, which lives in memory.
+    pub fn memory_mb(mut self, mb: u64) -> Self {
         self.memory_mb = mb;
         self
     }
 
-    /// Sets [`cpu_count`](Self::cpu_count).
-    pub fn with_cpu_count(mut self, cpus: Option<f64>) -> Self {
+    /// CPU limit in CPUs (default: none).
+    pub fn cpu_count(mut self, cpus: Option<f64>) -> Self {
         self.cpu_count = cpus;
         self
     }
 
-    /// Sets [`pids_max`](Self::pids_max).
-    pub fn with_pids_max(mut self, max: u64) -> Self {
+    /// Limit on processes and threads (default 1024).
+    pub fn pids_max(mut self, max: u64) -> Self {
         self.pids_max = max;
         self
     }
 
+    /// Size of the writable in-memory filesystem (`/home/user`, `/tmp`, …) in MiB. Default:
+    /// the memory limit.
+    pub fn writable_mb(mut self, mb: u64) -> Self {
+        self.writable_mb = Some(mb);
+        self
+    }
+
     /// Adds an environment variable for the program.
-    pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((key.into(), value.into()));
         self
     }

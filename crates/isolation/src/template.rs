@@ -94,20 +94,6 @@ impl Default for UnpackLimits {
     }
 }
 
-impl UnpackLimits {
-    /// Sets [`max_bytes`](Self::max_bytes).
-    pub fn with_max_bytes(mut self, bytes: u64) -> Self {
-        self.max_bytes = bytes;
-        self
-    }
-
-    /// Sets [`max_entries`](Self::max_entries).
-    pub fn with_max_entries(mut self, entries: u64) -> Self {
-        self.max_entries = entries;
-        self
-    }
-}
-
 /// Where template archives are unpacked: one directory per content digest
 /// (`<dir>/sha256-<hex>`), created once and shared read-only by every sandbox of that
 /// template. The directory is made (mode 0700) on first use.
@@ -147,12 +133,6 @@ impl TemplateCache {
             dir: dir.into(),
             limits: UnpackLimits::default(),
         }
-    }
-
-    /// Sets [`limits`](Self::limits).
-    pub fn with_limits(mut self, limits: UnpackLimits) -> Self {
-        self.limits = limits;
-        self
     }
 
     /// `$E2B_CACHE/templates`, else `$XDG_CACHE_HOME/e2b/templates`, else

@@ -86,7 +86,7 @@ fn main() {
 }
 
 fn spec(name: &str) -> SandboxSpec {
-    SandboxSpec::new(format!("t-{name}-{}", std::process::id())).with_network(Network::None)
+    SandboxSpec::new(format!("t-{name}-{}", std::process::id())).network(Network::None)
 }
 
 fn sh(script: &str) -> Vec<String> {
@@ -107,7 +107,7 @@ fn host_pids_with(marker: &str) -> usize {
 
 fn freeze_and_thaw_a_busy_sandbox() {
     let mut s = IsolatedSandbox::spawn(
-        &spec("freeze").with_cpu_count(Some(0.5)),
+        &spec("freeze").cpu_count(Some(0.5)),
         Path::new("/bin/sh"),
         &sh("while :; do :; done"),
         &[],
@@ -267,9 +267,9 @@ fn ro_mounts_show_host_paths_read_only() {
     )
     .unwrap();
     let spec = spec("ro")
-        .with_ro_mount(RoMount::same_path(&dir.0))
-        .with_ro_mount(RoMount::new(dir.0.join("pkg"), "/root/agent"))
-        .with_ro_mount(RoMount::new(dir.0.join("f"), "/home/user/notes.txt"));
+        .ro_mount(RoMount::same_path(&dir.0))
+        .ro_mount(RoMount::new(dir.0.join("pkg"), "/root/agent"))
+        .ro_mount(RoMount::new(dir.0.join("f"), "/home/user/notes.txt"));
     // As the sandbox's root: the files are there, writes fail (read-only, even for root), a
     // program in a bound directory runs, /root lets `user` through to the bind below it.
     let script = format!(
@@ -302,7 +302,7 @@ fn bad_ro_mounts_are_spec_errors() {
         (RoMount::new(&dir.0, "/a/../b"), ".."),
     ] {
         let err = IsolatedSandbox::spawn(
-            &spec("badro").with_ro_mount(mount.clone()),
+            &spec("badro").ro_mount(mount.clone()),
             Path::new("/bin/true"),
             &["true".into()],
             &[],
@@ -315,7 +315,7 @@ fn bad_ro_mounts_are_spec_errors() {
     }
     // A target inside a read-only template directory that does not exist there.
     let err = IsolatedSandbox::spawn(
-        &spec("badro2").with_ro_mount(RoMount::new(&dir.0, "/usr/e2b-no-such-dir")),
+        &spec("badro2").ro_mount(RoMount::new(&dir.0, "/usr/e2b-no-such-dir")),
         Path::new("/bin/true"),
         &["true".into()],
         &[],
@@ -373,7 +373,7 @@ fn cgroup_v2_freezes_counts_and_kills() {
     unsafe { std::env::set_var("E2B_ISOLATION_CGROUP_V2_ROOT", root) };
     let marker = format!("e2b-iso-v2-{}", std::process::id());
     let started = IsolatedSandbox::spawn(
-        &spec("v2").with_memory_mb(256).with_pids_max(64),
+        &spec("v2").memory_mb(256).pids_max(64),
         Path::new("/bin/bash"),
         &[
             "bash".into(),
@@ -480,7 +480,7 @@ fn pasta_gives_a_tap_device_and_dns_and_no_host_loopback() {
     // SAFETY: tests run one after another on the main thread (see cgroup_v2_…).
     unsafe { std::env::set_var("E2B_ISOLATION_NAT", "pasta") };
     let started = IsolatedSandbox::spawn(
-        &spec("pasta").with_network(Network::Internet),
+        &spec("pasta").network(Network::Internet),
         Path::new("/bin/bash"),
         &["bash".into(), "-c".into(), script],
         &[],

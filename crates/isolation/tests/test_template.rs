@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 
 use e2b_isolation::{
     ArchiveProblem, IsolatedSandbox, IsolationError, Network, SandboxSpec, Template, TemplateCache,
-    UnpackLimits,
 };
 use sha2::Digest as _;
 
@@ -133,9 +132,9 @@ impl Drop for HostDir {
 
 fn spec(name: &str, template: Template, cache: TemplateCache) -> SandboxSpec {
     SandboxSpec::new(format!("t-{name}-{}", std::process::id()))
-        .with_network(Network::None)
-        .with_template(template)
-        .with_template_cache(cache)
+        .network(Network::None)
+        .template(template)
+        .template_cache(cache)
 }
 
 /// Runs `script` with the host's `/bin/sh` (dash, executed by descriptor) in a sandbox of
@@ -746,11 +745,9 @@ fn size_and_entry_limits_are_enforced() {
     a.file("big", &vec![0u8; 2 << 20], 0o644);
     let tarball = dir.0.join("big.tar.gz");
     std::fs::write(&tarball, gzip(&a.bytes())).unwrap();
-    let err = dir
-        .cache()
-        .with_limits(UnpackLimits::default().with_max_bytes(1 << 20))
-        .prepare(&Template::Archive(tarball))
-        .unwrap_err();
+    let mut cache = dir.cache();
+    cache.limits.max_bytes = 1 << 20;
+    let err = cache.prepare(&Template::Archive(tarball)).unwrap_err();
     assert!(
         matches!(
             &err,
@@ -765,11 +762,9 @@ fn size_and_entry_limits_are_enforced() {
     }
     let tarball = dir.0.join("many.tar");
     std::fs::write(&tarball, a.bytes()).unwrap();
-    let err = dir
-        .cache()
-        .with_limits(UnpackLimits::default().with_max_entries(20))
-        .prepare(&Template::Archive(tarball))
-        .unwrap_err();
+    let mut cache = dir.cache();
+    cache.limits.max_entries = 20;
+    let err = cache.prepare(&Template::Archive(tarball)).unwrap_err();
     assert!(
         matches!(
             err,
@@ -785,11 +780,9 @@ fn size_and_entry_limits_are_enforced() {
     h.set_cksum();
     let tarball = dir.0.join("skipped.tar");
     std::fs::write(&tarball, h.as_bytes()).unwrap();
-    let err = dir
-        .cache()
-        .with_limits(UnpackLimits::default().with_max_bytes(1 << 30))
-        .prepare(&Template::Archive(tarball))
-        .unwrap_err();
+    let mut cache = dir.cache();
+    cache.limits.max_bytes = 1 << 30;
+    let err = cache.prepare(&Template::Archive(tarball)).unwrap_err();
     assert!(
         matches!(
             err,

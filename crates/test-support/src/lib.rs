@@ -76,9 +76,9 @@ pub async fn spawn_envd_with(configure: impl FnOnce(EnvdConfig) -> EnvdConfig) -
         std::process::id(),
         workdir.path().display().to_string().len()
     );
-    let config = EnvdConfig::ephemeral()
-        .with_access_token(token)
-        .with_default_workdir(workdir.path());
+    let mut config = EnvdConfig::ephemeral();
+    config.access_token = Some(token);
+    config.default_workdir = Some(workdir.path().to_path_buf());
     let handle = e2b_envd::Envd::start(configure(config))
         .await
         .expect("start envd");
