@@ -1,6 +1,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc = include_str!("../README.md")]
 
+mod blocking;
 #[cfg(feature = "cli")]
 mod cli;
 mod config;

@@ -38,7 +38,7 @@ pub(crate) fn spawn_idle_trim() -> tokio::task::JoinHandle<()> {
             } else if !trimmed {
                 trimmed = true;
                 // The trim walks every arena under its lock: keep it off the runtime's workers.
-                let _ = tokio::task::spawn_blocking(trim).await;
+                crate::blocking::run_or_inline(trim).await;
             }
         }
     })

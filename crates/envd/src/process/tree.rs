@@ -392,7 +392,7 @@ async fn reap_orphans_forever() {
             }
             None => tokio::time::sleep(Duration::from_secs(1)).await,
         }
-        let _ = tokio::task::spawn_blocking(reap_orphans_once).await;
+        crate::blocking::run_or_inline(reap_orphans_once).await;
         // Debounce: a burst of exits costs one /proc scan per 200 ms.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
