@@ -16,7 +16,7 @@
 //! client and daemon together.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead as _, BufReader, Read as _};
+use std::io::Read as _;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -176,17 +176,9 @@ fn drive(args: &[String]) {
         args.iter().map(|s| parse_size(s)).collect()
     };
     let exe = std::env::current_exe().unwrap();
-    let mut server = Command::new(&exe)
-        .arg("serve")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_owned();
+    let mut cmd = Command::new(&exe);
+    cmd.arg("serve").stdin(Stdio::piped());
+    let (mut server, url) = e2b_test_support::spawn_daemon_printing_url(cmd);
     eprintln!("envd (child process) at {url}");
 
     let run = |bytes: u64, mode: &str, transport: &str| -> (f64, u64, u64, u64) {

@@ -14,8 +14,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::io::BufRead as _;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use e2b_envd_proto::process::process_client::ProcessClient;
@@ -134,16 +133,9 @@ async fn main() {
     let bin = std::env::var("E2B_ENVD_BIN")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| std::path::PathBuf::from(env!("CARGO_BIN_EXE_e2b-envd")));
-    let mut daemon = Command::new(&bin)
-        .args(["--port", "0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start e2b-envd");
-    let mut line = String::new();
-    std::io::BufReader::new(daemon.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_string();
+    let mut cmd = Command::new(&bin);
+    cmd.args(["--port", "0"]);
+    let (mut daemon, url) = e2b_test_support::spawn_daemon_printing_url(cmd);
     let dpid = daemon.id();
     println!("daemon {} (pid {dpid}) at {url}", bin.display());
     let mut client = ProcessClient::new(channel(&url).await);

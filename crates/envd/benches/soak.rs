@@ -28,8 +28,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::BufRead as _;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -473,18 +472,11 @@ async fn soak() -> std::process::ExitCode {
     let stats = work.path().join("daemon-stats");
     let files = work.path().join("files");
     std::fs::create_dir(&files).unwrap();
-    let mut daemon = Command::new(&exe)
-        .args(["--serve", "--port", "0", "--default-workdir"])
+    let mut cmd = Command::new(&exe);
+    cmd.args(["--serve", "--port", "0", "--default-workdir"])
         .arg(&files)
-        .env("SOAK_STATS_FILE", &stats)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the soak daemon");
-    let mut line = String::new();
-    std::io::BufReader::new(daemon.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_string();
+        .env("SOAK_STATS_FILE", &stats);
+    let (mut daemon, url) = e2b_test_support::spawn_daemon_printing_url(cmd);
     let dpid = daemon.id();
     println!("daemon {} --serve (pid {dpid}) at {url}", exe.display());
     let mut channels = Vec::new();

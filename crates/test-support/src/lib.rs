@@ -166,6 +166,32 @@ pub mod procfs {
     }
 }
 
+/// Starts `cmd` (a daemon that prints its URL as its first stdout line, as `e2b-envd --port 0`
+/// does) with stdout piped, and returns it with that URL.
+///
+/// # Panics
+///
+/// When it cannot start or prints no `http://` URL first.
+#[allow(clippy::expect_used, clippy::panic)]
+pub fn spawn_daemon_printing_url(mut cmd: std::process::Command) -> (std::process::Child, String) {
+    use std::io::BufRead as _;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {:?}: {e}", cmd.get_program()));
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = std::io::BufReader::new(out).read_line(&mut line);
+    }
+    let url = line.trim().to_owned();
+    assert!(
+        url.starts_with("http://"),
+        "{:?} printed no URL first: {line:?}",
+        cmd.get_program()
+    );
+    (child, url)
+}
+
 /// Floors for the streaming benchmarks: what moving a process's output costs without any
 /// daemon, so a benchmark can report its own rate as a ratio measured in the same run.
 pub mod floor {
