@@ -73,10 +73,13 @@ def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in {"API_KEY", "SANDBOX_ID", "PORT"}}
     env.update(user_env)
     env.setdefault("RUST_LOG", "warn")
-    # The server's local sandbox is isolated by default, which needs root; this suite runs the
-    # server as an unprivileged user (so permission errors are real) and therefore asks for the
-    # unisolated sandbox explicitly. test_isolated_default.py runs the default, as root.
-    env.setdefault("E2B_ISOLATION", "none")
+    # The server's local sandbox is isolated by default, and so it is here, with the server
+    # running as an unprivileged user (so permission errors are real): its sandbox has one
+    # account, `user` (docs/isolation.md, "Unprivileged"). `--network none`: a non-root NAT
+    # helper needs /dev/net/tun mode 0666, which this kind of machine does not give (the
+    # isolation crate's tests cover that path). scripts/test runs the suite once more with
+    # E2B_ISOLATION=none; test_isolated_default.py runs the default as root.
+    env.setdefault("E2B_NETWORK", "none")
     env.update(extra or {})
     return env
 

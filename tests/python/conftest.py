@@ -10,7 +10,9 @@ sandboxes. Otherwise the daemon maps the name `user` to the current account.
 
 With `E2B_TEST_ISOLATE=1` the daemon runs isolated (`--isolate --network none`, see
 docs/isolation.md): its own root filesystem with `user`, its own processes and network; needs
-root.
+root. With `E2B_TEST_ISOLATE=unprivileged` the same, but the daemon is started as the
+unprivileged account `e2bsdk` (created here; the tests themselves run as root): its sandbox
+has the single account `user` (the supervisor's own ids), no root and no cgroups.
 """
 
 import os
@@ -23,7 +25,25 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 IS_ROOT = os.geteuid() == 0
-ISOLATE = os.environ.get("E2B_TEST_ISOLATE") == "1"
+ISOLATE_MODE = os.environ.get("E2B_TEST_ISOLATE", "")
+ISOLATE = ISOLATE_MODE in ("1", "unprivileged")
+UNPRIVILEGED = ISOLATE_MODE == "unprivileged"
+UNPRIVILEGED_USER = "e2bsdk"
+
+
+def _as_unprivileged_user() -> list[str]:
+    """argv prefix that runs a program as the unprivileged test account (created if missing)."""
+    import shutil
+
+    for tool in ("useradd", "setpriv"):
+        if shutil.which(tool) is None:
+            pytest.exit(f"E2B_TEST_ISOLATE=unprivileged needs `{tool}` (shadow / util-linux)", 2)
+    try:
+        u = pwd.getpwnam(UNPRIVILEGED_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", UNPRIVILEGED_USER], check=True)
+        u = pwd.getpwnam(UNPRIVILEGED_USER)
+    return ["setpriv", f"--reuid={u.pw_uid}", f"--regid={u.pw_gid}", "--clear-groups", "--"]
 
 
 def _ensure_user_account() -> None:
@@ -44,12 +64,17 @@ def envd_url():
     if not os.path.exists(binary):
         pytest.exit(f"envd binary {binary} not found: run `cargo build -p e2b-envd` first or set E2B_ENVD_BIN", 2)
     args = [binary, "--port", "0", "--bind", "127.0.0.1"]
+    if IS_ROOT:
+        # Also for the isolated runs: the secured-daemon fixture (conftest_files) runs a plain one.
+        _ensure_user_account()
     if ISOLATE:
         if not IS_ROOT:
-            pytest.exit("E2B_TEST_ISOLATE=1 needs root (the isolated daemon maps host id ranges)", 2)
+            pytest.exit(f"E2B_TEST_ISOLATE={ISOLATE_MODE} needs root (to map host id ranges, or to "
+                        "start the daemon as the unprivileged test account)", 2)
         args += ["--isolate", "--network", "none", "--default-user", "user"]
+        if UNPRIVILEGED:
+            args = _as_unprivileged_user() + args
     elif IS_ROOT:
-        _ensure_user_account()
         args += ["--default-user", "user"]
     else:
         args += ["--user-alias", "user"]
@@ -92,4 +117,5 @@ async def async_sandbox(envd_url):
 
 @pytest.fixture
 def is_root():
-    return IS_ROOT
+    """Whether the daemon can run commands as root (an unprivileged sandbox has only `user`)."""
+    return IS_ROOT and not UNPRIVILEGED

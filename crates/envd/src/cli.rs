@@ -68,9 +68,10 @@ pub struct EnvdArgs {
     /// envd version to report in X-Envd-Version.
     #[arg(long, default_value = IMPLEMENTED_ENVD_VERSION)]
     pub envd_version: String,
-    /// Run the daemon inside a sandbox of its own (Linux, as root): its own user, mount, PID,
-    /// UTS, IPC and network namespaces, a root filesystem from --template, cgroup limits. This
-    /// process stays on the host as its supervisor and serves the port. See docs/isolation.md.
+    /// Run the daemon inside a sandbox of its own (Linux): its own user, mount, PID, UTS, IPC
+    /// and network namespaces, a root filesystem from --template, cgroup limits (as root;
+    /// rlimits and a single account, `user`, otherwise). This process stays on the host as
+    /// its supervisor and serves the port. See docs/isolation.md.
     #[arg(long)]
     pub isolate: bool,
     /// With --isolate: the sandbox's network: `none` (loopback only), `internet` (outbound

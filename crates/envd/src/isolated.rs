@@ -17,7 +17,8 @@ pub fn enter_if_child() {
 }
 
 /// Whether this machine can run the daemon isolated with `network` (`none`, `internet`,
-/// `host`): root, user namespaces, a NAT helper for `internet`.
+/// `host`): user namespaces, a NAT helper for `internet` (and, as a non-root user, access to
+/// `/dev/net/tun`).
 ///
 /// # Errors
 ///
@@ -34,8 +35,8 @@ pub fn check(network: &str) -> Result<(), DaemonError> {
 /// binary, isolated, as a child process bound to a free loopback port) and returns its URL and
 /// the child. `program` is `e2b-envd`, or a program that runs the daemon after `prefix` (`e2b`
 /// with `["envd"]`). The child gets SIGKILL when this process exits (parent-death signal),
-/// which takes its sandbox along; stop it earlier with SIGTERM. Blocking; needs root (see
-/// docs/isolation.md).
+/// which takes its sandbox along; stop it earlier with SIGTERM. Blocking; as a non-root user
+/// the sandbox has a single account (see docs/isolation.md, "Unprivileged").
 ///
 /// # Errors
 ///

@@ -104,7 +104,7 @@ impl Cgroup {
             Ok(()) => Some(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(dir),
             Err(e) => {
-                tracing::warn!(dir = %dir.display(), error = %e, "cannot create a cgroup");
+                cannot_create(&dir, &e);
                 None
             }
         }
@@ -193,7 +193,7 @@ impl Cgroup {
         if let Err(e) = std::fs::create_dir(&dir)
             && e.kind() != std::io::ErrorKind::AlreadyExists
         {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot create a cgroup");
+            cannot_create(&dir, &e);
             return Ok(None);
         }
         let mut cg = Cgroup {
@@ -396,5 +396,16 @@ impl Cgroup {
                 }
             }
         }
+    }
+}
+
+/// Logs a cgroup that could not be made: expected (debug) for a non-root supervisor, which
+/// gets rlimits instead, a warning for root.
+fn cannot_create(dir: &Path, e: &std::io::Error) {
+    // SAFETY: plain getter.
+    if e.kind() == std::io::ErrorKind::PermissionDenied && unsafe { libc::geteuid() } != 0 {
+        tracing::debug!(dir = %dir.display(), error = %e, "cannot create a cgroup (not root)");
+    } else {
+        tracing::warn!(dir = %dir.display(), error = %e, "cannot create a cgroup");
     }
 }

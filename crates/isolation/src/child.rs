@@ -19,7 +19,7 @@
 use std::ffi::CString;
 use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
 
-use crate::spec::{ChildSpec, ID_COUNT, Nat, Network, SANDBOX_USER_ID, Template};
+use crate::spec::{ChildSpec, ID_COUNT, IdMap, Nat, Network, SANDBOX_USER_ID, Template};
 use crate::sys::{self, check_int};
 
 /// Exit code of stage 1 / init when setting the sandbox up failed (the reason went to the
@@ -133,6 +133,15 @@ fn read_byte(fd: RawFd) -> bool {
     }
 }
 
+fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) {
+    let lim = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: valid rlimit struct.
+    unsafe { libc::setrlimit(resource, &lim) };
+}
+
 fn exit_code(status: libc::c_int) -> i32 {
     if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)
@@ -174,10 +183,24 @@ fn supervise(set: &libc::sigset_t, child: libc::pid_t) -> i32 {
     }
 }
 
-fn write_id_maps(pid: libc::pid_t, base: u32) -> Result<(), String> {
-    let line = format!("0 {base} {ID_COUNT}\n");
-    sys::write_file(&format!("/proc/{pid}/gid_map"), line.as_bytes())?;
-    sys::write_file(&format!("/proc/{pid}/uid_map"), line.as_bytes())
+fn write_id_maps(pid: libc::pid_t, ids: IdMap) -> Result<(), String> {
+    let (uid_line, gid_line) = match ids {
+        IdMap::Range { base } => {
+            let line = format!("0 {base} {ID_COUNT}\n");
+            (line.clone(), line)
+        }
+        IdMap::Single { uid, gid } => {
+            // Without CAP_SETGID on the host the kernel takes a gid map only once
+            // setgroups(2) is denied for good in the namespace.
+            sys::write_file(&format!("/proc/{pid}/setgroups"), b"deny")?;
+            (
+                format!("{SANDBOX_USER_ID} {uid} 1\n"),
+                format!("{SANDBOX_USER_ID} {gid} 1\n"),
+            )
+        }
+    };
+    sys::write_file(&format!("/proc/{pid}/gid_map"), gid_line.as_bytes())?;
+    sys::write_file(&format!("/proc/{pid}/uid_map"), uid_line.as_bytes())
 }
 
 /// The host directories of the base template that are mounted (idmapped where possible);
@@ -198,7 +221,7 @@ struct Prepared {
 /// namespace (so host root's files belong to the sandbox's root and `sudo` works) where the
 /// kernel and filesystem allow it, read-only and nodev either way. Also returns whether the
 /// idmapping worked.
-fn prepare_base_mounts(userns: RawFd) -> Result<BaseMounts, String> {
+fn prepare_base_mounts(userns: Option<RawFd>) -> Result<BaseMounts, String> {
     let mut mounts = Vec::new();
     let mut links = Vec::new();
     let mut idmapped = true;
@@ -218,7 +241,7 @@ fn prepare_base_mounts(userns: RawFd) -> Result<BaseMounts, String> {
         }
         let fd = idmapped_tree(&host, userns).or_else(|first| {
             idmapped = false;
-            tracing::debug!(error = %first, "idmapped mount failed; plain read-only bind");
+            tracing::debug!(error = %first, "no idmapped mount; plain read-only bind");
             let fd = sys::open_tree_clone(&host, true)?;
             sys::mount_setattr(
                 fd.as_raw_fd(),
@@ -248,11 +271,16 @@ fn prepare_base_mounts(userns: RawFd) -> Result<BaseMounts, String> {
     Ok((mounts, links, idmapped))
 }
 
-fn idmapped_tree(path: &str, userns: RawFd) -> Result<OwnedFd, String> {
+fn idmapped_tree(path: &str, userns: Option<RawFd>) -> Result<OwnedFd, String> {
     idmapped_tree_with(path, userns, 0)
 }
 
-fn idmapped_tree_with(path: &str, userns: RawFd, extra: u64) -> Result<OwnedFd, String> {
+/// `path` cloned and idmapped into `userns`; `Err` without a user namespace to map into (an
+/// unprivileged supervisor cannot idmap the host's filesystems) or where the kernel refuses.
+fn idmapped_tree_with(path: &str, userns: Option<RawFd>, extra: u64) -> Result<OwnedFd, String> {
+    let Some(userns) = userns else {
+        return Err("idmapped mounts need a root supervisor".into());
+    };
     let set = sys::MOUNT_ATTR_IDMAP | sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NODEV | extra;
     // Recursive first; a submount whose filesystem cannot be idmapped fails the whole tree,
     // then the top mount alone.
@@ -265,7 +293,10 @@ fn idmapped_tree_with(path: &str, userns: RawFd, extra: u64) -> Result<OwnedFd, 
     Ok(fd)
 }
 
-fn prepare_dir_mount(dir: &std::path::Path, userns: RawFd) -> Result<(OwnedFd, bool), String> {
+fn prepare_dir_mount(
+    dir: &std::path::Path,
+    userns: Option<RawFd>,
+) -> Result<(OwnedFd, bool), String> {
     let path = dir.to_string_lossy().into_owned();
     let meta = std::fs::metadata(&path).map_err(|e| format!("template directory {path}: {e}"))?;
     if !meta.is_dir() {
@@ -296,7 +327,7 @@ struct RoBind {
 fn prepare_ro_bind(
     host: &std::path::Path,
     target: &std::path::Path,
-    userns: RawFd,
+    userns: Option<RawFd>,
 ) -> Result<RoBind, String> {
     let path = host.to_string_lossy().into_owned();
     let meta = std::fs::metadata(&path).map_err(|e| format!("--mount-ro {path}: {e}"))?;
@@ -416,18 +447,23 @@ fn start_nat(spec: &ChildSpec, nat: &Nat, holder: libc::pid_t) -> Result<Vec<Own
             let (ready_r, ready_w) = pipe()?;
             let (exit_r, exit_w) = pipe()?;
             let bin_s = bin.to_string_lossy().into_owned();
-            let argv = [
+            let mut argv = vec![
                 bin_s.clone(),
                 "--configure".into(),
                 "--mtu=65520".into(),
                 "--disable-host-loopback".into(),
-                "--enable-sandbox".into(),
                 "--enable-seccomp".into(),
                 format!("--ready-fd={}", ready_w.as_raw_fd()),
                 format!("--exit-fd={}", exit_r.as_raw_fd()),
                 holder.to_string(),
                 "tap0".into(),
             ];
+            // Its own mount-namespace sandbox needs root of the sandbox's user namespace,
+            // which an unprivileged supervisor's sandbox does not have (it has one id); the
+            // seccomp filter stays either way.
+            if spec.ids.has_root() {
+                argv.insert(4, "--enable-sandbox".into());
+            }
             // slirp4netns has no quiet mode: its chatter goes to an anonymous memory file,
             // shown only when it fails (the user's terminal carries the sandbox's own output).
             let log = memfd("e2b-slirp4netns-log");
@@ -460,12 +496,17 @@ fn start_nat(spec: &ChildSpec, nat: &Nat, holder: libc::pid_t) -> Result<Vec<Own
             // process kills it when stage 1's pipe closes.
             let bin_s = bin.to_string_lossy().into_owned();
             let pidfile = format!("/tmp/.e2b-isolation-pasta-{}", std::process::id());
-            // `--runas 0`: as root, pasta otherwise switches to `nobody`, which cannot join the
-            // sandbox's user namespace (created by host root), and fails.
+            // `--runas 0` as root: pasta otherwise switches to `nobody`, which cannot join the
+            // sandbox's user namespace (created by host root), and fails. Unprivileged, it
+            // stays the supervisor's user.
+            let runas = match spec.ids {
+                IdMap::Range { .. } => 0,
+                IdMap::Single { uid, .. } => uid,
+            };
             let argv = [
                 bin_s.clone(),
                 "--runas".into(),
-                "0".into(),
+                runas.to_string(),
                 "--config-net".into(),
                 "--quiet".into(),
                 "-t".into(),
@@ -638,12 +679,7 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
             .map_err(|e| format!("join cgroup {}: {e}", procs.display()))?;
     }
     if let Some(bytes) = spec.rlimit_as {
-        let lim = libc::rlimit {
-            rlim_cur: bytes,
-            rlim_max: bytes,
-        };
-        // SAFETY: valid rlimit struct.
-        unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) };
+        set_rlimit(libc::RLIMIT_AS, bytes);
     }
     mark(spec.timings_from, "stage 1: joined the cgroups");
     if !read_byte(ready_r.as_raw_fd()) {
@@ -653,7 +689,7 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
         spec.timings_from,
         "holder: user (and network) namespace created",
     );
-    write_id_maps(holder, spec.uid_base)?;
+    write_id_maps(holder, spec.ids)?;
     let userns = sys::open(&format!("/proc/{holder}/ns/user"), libc::O_RDONLY)?;
     let netns = if own_net {
         Some(sys::open(
@@ -676,42 +712,14 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
     };
 
     mark(spec.timings_from, "stage 1: id maps written, NAT started");
-    // Mounts prepared as host root (idmapping needs CAP_SYS_ADMIN in the initial namespace).
-    let root = match &spec.template {
-        Template::Base => {
-            let (mounts, links, idmapped) = prepare_base_mounts(userns.as_raw_fd())?;
-            if !idmapped {
-                eprintln!(
-                    "e2b-isolation: this kernel or filesystem cannot idmap the host's /usr into \
-                     the sandbox; files there belong to `nobody` inside and sudo will not work"
-                );
-            }
-            RootPlan::Base { mounts, links }
-        }
-        Template::Dir(dir) => {
-            let (fd, idmapped) = prepare_dir_mount(dir, userns.as_raw_fd())?;
-            if !idmapped {
-                eprintln!(
-                    "e2b-isolation: the template {} could not be idmapped; its files keep their \
-                     host owners inside the sandbox",
-                    dir.display()
-                );
-            }
-            RootPlan::Dir { lower: fd }
-        }
-        // The supervisor unpacks archives and passes the directory.
-        Template::Archive(p) | Template::OciLayout(p) => {
-            return Err(format!(
-                "internal error: the template {} was not unpacked",
-                p.display()
-            ));
-        }
+    // A root supervisor prepares the mounts here, in the host's mount namespace: idmapping
+    // needs CAP_SYS_ADMIN there. An unprivileged one can only clone mounts in the sandbox's
+    // own mount namespace, after the unshare below.
+    let early = if spec.ids.has_root() {
+        Some(prepare_root(spec, Some(userns.as_raw_fd()))?)
+    } else {
+        None
     };
-    let binds = spec
-        .ro_mounts
-        .iter()
-        .map(|(host, target)| prepare_ro_bind(host, target, userns.as_raw_fd()))
-        .collect::<Result<Vec<_>, _>>()?;
     let program = sys::open(&spec.program.to_string_lossy(), libc::O_PATH)?;
     mark(spec.timings_from, "stage 1: mounts prepared");
 
@@ -731,11 +739,20 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
     if netns.is_some() {
         loopback_up()?;
     }
+    // Root of the sandbox, or (unprivileged) its `user`, the one id it has; setgroups(2) is
+    // denied there and the supplementary groups stay empty.
+    let inner = if spec.ids.has_root() {
+        0
+    } else {
+        SANDBOX_USER_ID
+    };
     // SAFETY: credential calls with constant arguments.
     unsafe {
-        check_int(libc::setgroups(0, std::ptr::null()), "setgroups")?;
-        check_int(libc::setresgid(0, 0, 0), "setresgid")?;
-        check_int(libc::setresuid(0, 0, 0), "setresuid")?;
+        if spec.ids.has_root() {
+            check_int(libc::setgroups(0, std::ptr::null()), "setgroups")?;
+        }
+        check_int(libc::setresgid(inner, inner, inner), "setresgid")?;
+        check_int(libc::setresuid(inner, inner, inner), "setresuid")?;
     }
     // The credential change cleared the parent-death signal: set it again.
     set_pdeathsig();
@@ -753,11 +770,21 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
         unsafe { libc::unshare(flags) },
         "unshare mount/pid/uts/ipc namespaces",
     )?;
+    let (root, binds) = match early {
+        Some(prepared) => prepared,
+        None => prepare_root(spec, None)?,
+    };
 
     mark(
         spec.timings_from,
         "stage 1: namespaces entered and unshared",
     );
+    // Set only now, inside the user namespace: the kernel counts processes per user and per
+    // namespace, so the bound applies to the sandbox's processes and not to the host user's
+    // (which the NAT helper forked above belongs to).
+    if let Some(max) = spec.rlimit_nproc {
+        set_rlimit(libc::RLIMIT_NPROC, max);
+    }
     let init = fork()?;
     if init == 0 {
         drop(hold_w);
@@ -791,6 +818,50 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
     drop(hold_w);
     drop(nat_fds);
     Ok(code)
+}
+
+/// The template's root and the `--mount-ro` binds as detached mounts for the init to attach:
+/// idmapped into `userns` where one is given and the kernel allows it.
+fn prepare_root(
+    spec: &ChildSpec,
+    userns: Option<RawFd>,
+) -> Result<(RootPlan, Vec<RoBind>), String> {
+    let root = match &spec.template {
+        Template::Base => {
+            let (mounts, links, idmapped) = prepare_base_mounts(userns)?;
+            if !idmapped && userns.is_some() {
+                eprintln!(
+                    "e2b-isolation: this kernel or filesystem cannot idmap the host's /usr into \
+                     the sandbox; files there belong to `nobody` inside and sudo will not work"
+                );
+            }
+            RootPlan::Base { mounts, links }
+        }
+        Template::Dir(dir) => {
+            let (fd, idmapped) = prepare_dir_mount(dir, userns)?;
+            if !idmapped && userns.is_some() {
+                eprintln!(
+                    "e2b-isolation: the template {} could not be idmapped; its files keep their \
+                     host owners inside the sandbox",
+                    dir.display()
+                );
+            }
+            RootPlan::Dir { lower: fd }
+        }
+        // The supervisor unpacks archives and passes the directory.
+        Template::Archive(p) | Template::OciLayout(p) => {
+            return Err(format!(
+                "internal error: the template {} was not unpacked",
+                p.display()
+            ));
+        }
+    };
+    let binds = spec
+        .ro_mounts
+        .iter()
+        .map(|(host, target)| prepare_ro_bind(host, target, userns))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((root, binds))
 }
 
 /// Brings the network namespace's `lo` up (a new namespace starts with it down).
@@ -1118,6 +1189,11 @@ fn write_etc(spec: &ChildSpec, r: &str) -> Result<(), String> {
         ("resolv.conf", resolv_conf(spec), 0o644, 0),
     ];
     for (name, content, mode, gid) in files {
+        // Without a root in the sandbox (an unprivileged supervisor) there is no sudo to
+        // configure, and the files belong to `user`, the one id there is.
+        if !spec.ids.has_root() && name.starts_with("sudo") {
+            continue;
+        }
         let target = format!("{r}/etc/{name}");
         // Only over regular files that exist on the host (a read-only /etc cannot get new
         // entries, and a symlink target could point outside the sandbox's /etc).
@@ -1130,7 +1206,9 @@ fn write_etc(spec: &ChildSpec, r: &str) -> Result<(), String> {
         }
         let src = format!("{dir}/{name}");
         sys::write_file(&src, content.as_bytes())?;
-        sys::chown(&src, 0, gid)?;
+        if spec.ids.has_root() {
+            sys::chown(&src, 0, gid)?;
+        }
         sys::chmod(&src, mode)?;
         sys::mount(Some(&src), &target, None, libc::MS_BIND, None)?;
     }

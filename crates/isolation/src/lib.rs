@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock, mpsc};
 
 pub use paths::command_host_paths;
-pub use spec::{Network, RoMount, SANDBOX_USER_ID, SandboxSpec, Template};
+pub use spec::{IdMap, Network, RoMount, SANDBOX_USER_ID, SandboxSpec, Template};
 pub use template::{ArchiveProblem, PreparedTemplate, TemplateCache, UnpackLimits};
 
 use crate::cgroup::Cgroup;
@@ -124,7 +124,9 @@ pub fn run_if_child() {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Probe {
-    /// Running as root (ranges of ids can be mapped only by root).
+    /// Running as root. Only root can map a range of ids into a sandbox ([`IdMap::Range`]:
+    /// a root and `user` inside, `sudo`, cgroup limits); any other user gets
+    /// [`IdMap::Single`] (its own ids as the sandbox's `user`, rlimits instead of cgroups).
     pub root: bool,
     /// The kernel has user namespaces enabled (`user.max_user_namespaces` > 0).
     pub user_namespaces: bool,
@@ -134,6 +136,9 @@ pub struct Probe {
     pub slirp4netns: Option<PathBuf>,
     /// Path of `pasta` (package `passt`), if installed.
     pub pasta: Option<PathBuf>,
+    /// This user can open `/dev/net/tun` for reading and writing, as the NAT helpers of an
+    /// unprivileged supervisor must (most distributions make it mode 0666; root always can).
+    pub tun: bool,
     /// Kernel release.
     pub kernel: String,
 }
@@ -141,14 +146,6 @@ pub struct Probe {
 impl Probe {
     /// `Err` naming what is missing to start a sandbox with `network`.
     pub fn check(&self, network: Network) -> Result<(), IsolationError> {
-        if !self.root {
-            return Err(IsolationError::Unsupported {
-                what: "isolation",
-                reason: "the sandbox supervisor must run as root (it maps a range of host ids \
-                         into each sandbox)"
-                    .into(),
-            });
-        }
         if !self.user_namespaces {
             return Err(IsolationError::Unsupported {
                 what: "user namespaces",
@@ -161,6 +158,16 @@ impl Probe {
                 what: "--network internet",
                 reason: "no user-mode NAT helper is installed: install the `slirp4netns` or \
                          `passt` package, or use --network none"
+                    .into(),
+            });
+        }
+        if network == Network::Internet && !self.root && !self.tun {
+            return Err(IsolationError::Unsupported {
+                what: "--network internet",
+                reason: "as a non-root user the NAT helper needs /dev/net/tun readable and \
+                         writable by you, and it is not (most distributions make it mode 0666: \
+                         `chmod 0666 /dev/net/tun` as root); or use --network none, or run as \
+                         root"
                     .into(),
             });
         }
@@ -196,6 +203,9 @@ pub fn probe() -> Probe {
         cgroups,
         slirp4netns: which("slirp4netns"),
         pasta: which("pasta"),
+        // SAFETY: access(2) with a constant path.
+        tun: root
+            || unsafe { libc::access(c"/dev/net/tun".as_ptr(), libc::R_OK | libc::W_OK) } == 0,
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_default(),
@@ -259,13 +269,31 @@ fn valid_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-/// A first host id for a sandbox's range: 2^30 + n × 65,536 (n < 16,384), above the
-/// `/etc/subuid` ranges tools allocate by default (100,000 onwards) and below 2^31.
-fn uid_base() -> u32 {
+/// The next of this process's slots (< 16,384): a sandbox's id range and cgroup name.
+fn next_slot() -> u32 {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let slot = (std::process::id().wrapping_mul(7919).wrapping_add(n)) % 16_384;
-    (1u32 << 30) + slot * ID_COUNT
+    (std::process::id().wrapping_mul(7919).wrapping_add(n)) % 16_384
+}
+
+/// A part of a cgroup name that differs between this process's sandboxes.
+fn cgroup_suffix() -> u32 {
+    next_slot()
+}
+
+/// The ids of a new sandbox. As root, a range of its own: 2^30 + slot × 65,536, above the
+/// `/etc/subuid` ranges tools allocate by default (100,000 onwards) and below 2^31. Otherwise
+/// the kernel lets us map only our own uid and gid.
+fn id_map() -> IdMap {
+    // SAFETY: plain getters.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if uid == 0 {
+        IdMap::Range {
+            base: (1u32 << 30) + next_slot() * ID_COUNT,
+        }
+    } else {
+        IdMap::Single { uid, gid }
+    }
 }
 
 /// Checks the read-only binds: the host path must exist (it is resolved here, so a symlink
@@ -355,7 +383,7 @@ pub struct IsolatedSandbox {
     cgroup: Option<Cgroup>,
     limits: Limits,
     status: Option<ExitStatus>,
-    uid_base: u32,
+    ids: IdMap,
 }
 
 impl IsolatedSandbox {
@@ -425,7 +453,8 @@ impl IsolatedSandbox {
             .unwrap_or_default()
             .prepare(&spec.template)?
             .template;
-        let cg_name = format!("e2b-{}-{}", spec.id, uid_base() >> 16);
+        let ids = id_map();
+        let cg_name = format!("e2b-{}-{}", spec.id, cgroup_suffix());
         let ro_mounts = resolve_ro_mounts(&spec.ro_mounts)?;
         let program = program
             .canonicalize()
@@ -526,20 +555,25 @@ impl IsolatedSandbox {
             None => Limits {
                 cgroup: "none",
                 enforced: Vec::new(),
-                note: Some(
-                    "no cgroup could be created: memory is limited per process (RLIMIT_AS), \
-                     process count and CPU are not limited, pause/resume is unavailable"
-                        .into(),
-                ),
+                note: Some(format!(
+                    "no cgroup could be created{}: memory is limited per process (RLIMIT_AS, \
+                     {} MiB), processes per sandbox user (RLIMIT_NPROC, {}), CPU is not \
+                     limited, pause/resume is unavailable",
+                    if probe.root { "" } else { " (not root)" },
+                    spec.memory_mb,
+                    spec.pids_max
+                )),
             },
         };
         if let Some(note) = &limits.note {
             tracing::warn!(sandbox = %spec.id, "{note}");
         }
-        let uid_base = uid_base();
+        let no_pids_limit = !cgroup
+            .as_ref()
+            .is_some_and(|cg| cg.enforced.contains(&"pids"));
         let child_spec = ChildSpec {
             id: spec.id.clone(),
-            uid_base,
+            ids,
             network: spec.network,
             nat,
             template,
@@ -559,6 +593,7 @@ impl IsolatedSandbox {
             rlimit_as: cgroup
                 .is_none()
                 .then(|| spec.memory_mb.saturating_mul(1024 * 1024)),
+            rlimit_nproc: no_pids_limit.then_some(spec.pids_max),
             ro_mounts,
             timings_from,
         };
@@ -583,7 +618,7 @@ impl IsolatedSandbox {
             cgroup,
             limits,
             status: None,
-            uid_base,
+            ids,
         };
         // EOF without a message: the program was executed.
         let mut msg = Vec::new();
@@ -610,10 +645,9 @@ impl IsolatedSandbox {
         self.child.id()
     }
 
-    /// The first host uid of the sandbox's id range (sandbox uid `n` is host uid
-    /// `uid_base + n`).
-    pub fn uid_base(&self) -> u32 {
-        self.uid_base
+    /// How the sandbox's ids map to the host's ([`IdMap::host_uid`] turns one into the other).
+    pub fn ids(&self) -> IdMap {
+        self.ids
     }
 
     /// The limits this sandbox got.

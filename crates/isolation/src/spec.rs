@@ -248,7 +248,7 @@ pub(crate) enum Nat {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct ChildSpec {
     pub id: String,
-    pub uid_base: u32,
+    pub ids: IdMap,
     pub network: Network,
     pub nat: Option<Nat>,
     pub template: Template,
@@ -261,6 +261,10 @@ pub(crate) struct ChildSpec {
     pub writable_mb: u64,
     /// When no cgroup limits memory: `RLIMIT_AS` in bytes for every process.
     pub rlimit_as: Option<u64>,
+    /// When no cgroup limits processes: `RLIMIT_NPROC` (processes and threads of the
+    /// sandbox's user, counted inside its user namespace).
+    #[serde(default)]
+    pub rlimit_nproc: Option<u64>,
     /// Read-only binds: (canonical host path, path in the sandbox).
     #[serde(default)]
     pub ro_mounts: Vec<(PathBuf, PathBuf)>,
@@ -268,6 +272,41 @@ pub(crate) struct ChildSpec {
     /// prints its offset from it on stderr.
     #[serde(default)]
     pub timings_from: Option<u64>,
+}
+
+/// How the sandbox's user namespace maps ids to the host's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum IdMap {
+    /// A root supervisor: sandbox ids `0..65536` are host ids `base..base + 65536`, which no
+    /// host account owns. The sandbox has a root (for `sudo`) and a `user`.
+    Range {
+        /// The host id of the sandbox's id 0.
+        base: u32,
+    },
+    /// An unprivileged supervisor (the kernel lets it map only its own ids): the supervisor's
+    /// uid and gid are the sandbox's `user` (1000), and no other id exists inside: no root, no
+    /// `sudo`. The sandbox keeps its own namespaces, root filesystem and (rlimit) limits.
+    Single {
+        /// The supervisor's uid on the host.
+        uid: u32,
+        /// The supervisor's gid on the host.
+        gid: u32,
+    },
+}
+
+impl IdMap {
+    /// The host uid of sandbox uid `uid`, when it is mapped.
+    pub fn host_uid(&self, uid: u32) -> Option<u32> {
+        match *self {
+            Self::Range { base } => (uid < ID_COUNT).then(|| base + uid),
+            Self::Single { uid: host, .. } => (uid == SANDBOX_USER_ID).then_some(host),
+        }
+    }
+
+    /// Whether the sandbox has a root account (only a root supervisor can give it one).
+    pub fn has_root(&self) -> bool {
+        matches!(self, Self::Range { .. })
+    }
 }
 
 /// Number of ids mapped into each sandbox's user namespace (0..65536 inside).

@@ -12,7 +12,23 @@ use e2b_isolation::{IsolatedSandbox, IsolationError, Network, RoMount, SandboxSp
 fn main() {
     e2b_isolation::run_if_child();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let tests: [(&str, fn()); 12] = [
+    // The re-executed test binary as an unprivileged supervisor (see `unprivileged`).
+    if args.first().map(String::as_str) == Some(UNPRIVILEGED_ARG) {
+        std::process::exit(run_unprivileged_supervisor(&args[1..]));
+    }
+    let tests: [(&str, fn()); 15] = [
+        (
+            "unprivileged_sandbox_is_isolated_with_one_user",
+            unprivileged_sandbox_is_isolated_with_one_user,
+        ),
+        (
+            "unprivileged_internet_works_with_an_accessible_tun",
+            unprivileged_internet_works_with_an_accessible_tun,
+        ),
+        (
+            "unprivileged_internet_without_tun_access_is_named",
+            unprivileged_internet_without_tun_access_is_named,
+        ),
         (
             "weaker_limits_are_told_to_the_program",
             weaker_limits_are_told_to_the_program,
@@ -541,4 +557,185 @@ fn weaker_limits_are_told_to_the_program() {
     } else {
         assert_eq!(code, 20, "full limits, yet the program got a note");
     }
+}
+
+/// First argument of the re-executed test binary when it acts as an unprivileged supervisor:
+/// `UNPRIVILEGED_ARG NETWORK SCRIPT` starts `sh -c SCRIPT` in a sandbox and exits with its
+/// code (or 125 with the error on stderr).
+const UNPRIVILEGED_ARG: &str = "__unprivileged-supervisor";
+
+fn run_unprivileged_supervisor(args: &[String]) -> i32 {
+    let network: Network = args[0].parse().unwrap();
+    let spec = SandboxSpec::new(format!("t-unpriv-{}", std::process::id()))
+        .network(network)
+        .pids_max(64);
+    match IsolatedSandbox::spawn(&spec, Path::new("/bin/bash"), &sh(&args[1]), &[]) {
+        Ok(mut s) => IsolatedSandbox::exit_code(s.wait().unwrap()),
+        Err(e) => {
+            eprintln!("{e}");
+            125
+        }
+    }
+}
+
+/// Runs this test binary as `nobody` (uid 65534), the supervisor of one sandbox, with `wrap`
+/// (for example `unshare -m sh -c '…; exec "$@"' sh`) before it; returns its output.
+fn unprivileged(wrap: &[&str], network: &str, script: &str) -> std::process::Output {
+    let exe = std::env::current_exe().unwrap();
+    for tool in ["setpriv", "unshare"] {
+        assert!(
+            std::process::Command::new(tool)
+                .arg("--version")
+                .output()
+                .is_ok(),
+            "this test needs `{tool}` (util-linux)"
+        );
+    }
+    let mut argv: Vec<String> = wrap.iter().map(|s| s.to_string()).collect();
+    argv.extend(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+        ]
+        .map(String::from),
+    );
+    argv.push(exe.display().to_string());
+    argv.extend([UNPRIVILEGED_ARG.into(), network.into(), script.into()]);
+    std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The escape attempts of docs/isolation.md from a sandbox whose supervisor is not root: the
+/// sandbox's one account is `user` (the supervisor's own uid), and it still cannot see a
+/// host file, signal or see a host process of the same host uid, write outside its writable
+/// places, reach the host's loopback, become root, or leave a `setsid` child behind.
+fn unprivileged_sandbox_is_isolated_with_one_user() {
+    let dir = HostDir::new("unpriv");
+    let secret = dir.0.join("secret");
+    std::fs::write(&secret, "host secret").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // A host process of the same host uid as the sandbox's processes.
+    let mut host_sleeper = KillOnDrop(
+        std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .args(["sleep", "1000"])
+            .spawn()
+            .unwrap(),
+    );
+    let host_pid = host_sleeper.0.id();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let marker = format!("e2b-unpriv-orphan-{}", std::process::id());
+    let script = format!(
+        r#"fail() {{ echo "FAIL: $*"; exit 1; }}
+        [ "$(id -u)" = 1000 ] && [ "$(id -un)" = user ] || fail "not user: $(id)"
+        [ "$HOME" = /root ] || [ -n "$HOME" ] || fail "no HOME"
+        cat {secret} 2>/dev/null && fail "read a host file"
+        [ -e /proc/{host_pid} ] && fail "sees a host process"
+        kill -0 {host_pid} 2>/dev/null && fail "signals a host process"
+        touch /usr/x 2>/dev/null && fail "wrote /usr"
+        touch /etc/x 2>/dev/null && fail "wrote /etc"
+        touch /opt/x 2>/dev/null && fail "wrote /opt"
+        touch /home/user/ok /tmp/ok || fail "cannot write its home or /tmp"
+        (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && fail "reached the host loopback"
+        sudo -n true 2>/dev/null && fail "became root"
+        [ "$(ulimit -u)" = 64 ] || fail "pids rlimit $(ulimit -u)"
+        setsid bash -c '(exec -a {marker} sleep 1000) &'
+        echo ALL-OK"#,
+        secret = secret.display()
+    );
+    let out = unprivileged(&[], "none", &script);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("ALL-OK"),
+        "status {:?}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The setsid orphan died with its sandbox; the host process of the same uid did not.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while host_pids_with(&marker) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "a setsid child outlived its sandbox"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        host_sleeper.0.try_wait().unwrap().is_none(),
+        "the host process of the same uid was killed"
+    );
+}
+
+/// A host process killed when the test ends, passed or not.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A private mount namespace for the unprivileged supervisor whose `/dev/net/tun` is a new
+/// node of the same device with `mode` (this machine's own is 0600; most distributions make it
+/// 0666), so the test changes nothing on the host.
+fn tun_wrap(mode: &str) -> Vec<String> {
+    let node = format!("/var/tmp/e2b-tun-{mode}-{}", std::process::id());
+    vec![
+        "unshare".into(),
+        "-m".into(),
+        "--propagation".into(),
+        "private".into(),
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "rm -f {node}; mknod -m {mode} {node} c 10 200 && mount --bind {node} /dev/net/tun \
+             && rm -f {node} && exec \"$@\""
+        ),
+        "sh".into(),
+    ]
+}
+
+fn unprivileged_internet_works_with_an_accessible_tun() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!(
+        r#"ls /sys/class/net | grep -vx lo | grep -q . || {{ echo "FAIL: no NAT interface"; exit 1; }}
+        grep -q nameserver /etc/resolv.conf || {{ echo "FAIL: no DNS"; exit 1; }}
+        (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && {{ echo "FAIL: host loopback"; exit 1; }}
+        echo ALL-OK"#
+    );
+    let wrap = tun_wrap("0666");
+    let wrap: Vec<&str> = wrap.iter().map(String::as_str).collect();
+    let out = unprivileged(&wrap, "internet", &script);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("ALL-OK"),
+        "status {:?}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn unprivileged_internet_without_tun_access_is_named() {
+    let wrap = tun_wrap("0600");
+    let wrap: Vec<&str> = wrap.iter().map(String::as_str).collect();
+    let out = unprivileged(&wrap, "internet", "echo started");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "stderr: {stderr}");
+    assert!(
+        stderr.contains("/dev/net/tun") && stderr.contains("--network none"),
+        "the error does not name /dev/net/tun and the way out: {stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("started"));
 }

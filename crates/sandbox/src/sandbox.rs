@@ -51,16 +51,19 @@ impl Sandbox {
     /// it cannot read your home directory, see or signal your processes, or outlive the
     /// sandbox. Dropping or killing the sandbox stops the daemon and every process in it.
     ///
-    /// Linux, as root, with `pasta` or `slirp4netns` for the network (or
-    /// [`LocalOptions::network`](crate::LocalOptions::network) `None`); the daemon binary is
+    /// Linux with user namespaces, and `pasta` or `slirp4netns` for the network (or
+    /// [`LocalOptions::network`](crate::LocalOptions::network) `None`). As root the sandbox
+    /// has its own root and `user` (passwordless `sudo`) and cgroup limits; as any other user
+    /// it has one account, `user` (your own ids, no root or `sudo` inside), and rlimits
+    /// instead of cgroups (docs/isolation.md, "Unprivileged"). The daemon binary is
     /// found as [`LocalOptions::envd_bin`](crate::LocalOptions::envd_bin) says. Where any of that
     /// is missing, this fails saying what and how; it never falls back to an unisolated
     /// sandbox: [`local_unisolated`](Self::local_unisolated) is that, asked for explicitly.
     ///
     /// # Errors
     ///
-    /// [`SandboxError::Isolated`] naming what is missing (root, user namespaces, the NAT
-    /// helper, the binary) or why the daemon did not start.
+    /// [`SandboxError::Isolated`] naming what is missing (user namespaces, the NAT helper or
+    /// access to `/dev/net/tun`, the binary) or why the daemon did not start.
     ///
     /// # Cancel safety
     ///
