@@ -702,6 +702,8 @@ struct Unpacker {
     limits: UnpackLimits,
     /// OCI layer semantics: `.wh.` whiteouts.
     oci: bool,
+    /// Running as root: entries get their archive's owners and set-id bits.
+    as_root: bool,
     bytes: u64,
     /// Declared data size of every entry read so far.
     streamed: u64,
@@ -936,6 +938,9 @@ fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     })
 }
 
+/// `fchown`'s "leave unchanged" id (-1).
+const KEEP_ID: u32 = u32::MAX;
+
 fn clamp_id(id: u64) -> u32 {
     if id > MAX_ID { NOBODY } else { id as u32 }
 }
@@ -946,6 +951,8 @@ impl Unpacker {
             root,
             limits,
             oci,
+            // SAFETY: plain getter.
+            as_root: unsafe { libc::geteuid() } == 0,
             bytes: 0,
             streamed: 0,
             entries: 0,
@@ -1161,9 +1168,16 @@ impl Unpacker {
         let dir = parent.as_raw_fd();
         let name = cstring(last)?;
         let header = entry.header();
-        let mode = header.mode().map_err(io)? & 0o7777;
-        let uid = clamp_id(meta.uid.map_or_else(|| header.uid(), Ok).map_err(io)?);
-        let gid = clamp_id(meta.gid.map_or_else(|| header.gid(), Ok).map_err(io)?);
+        let mut mode = header.mode().map_err(io)? & 0o7777;
+        let mut uid = clamp_id(meta.uid.map_or_else(|| header.uid(), Ok).map_err(io)?);
+        let mut gid = clamp_id(meta.gid.map_or_else(|| header.gid(), Ok).map_err(io)?);
+        if !self.as_root {
+            // Only root can give files away. Unprivileged, every file stays the
+            // supervisor's (the sandbox's `user`, its one account), and set-id bits are
+            // dropped: a set-uid program of the host user in the cache would be one.
+            (uid, gid) = (KEEP_ID, KEEP_ID);
+            mode &= !0o6000;
+        }
         let mtime = header.mtime().unwrap_or(0);
         let existing = stat_at(dir, &name).map_err(io)?;
         if self.oci {

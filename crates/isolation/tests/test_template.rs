@@ -17,7 +17,14 @@ use sha2::Digest as _;
 fn main() {
     e2b_isolation::run_if_child();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let tests: [(&str, fn()); 10] = [
+    if args.first().map(String::as_str) == Some(UNPRIVILEGED_ARG) {
+        std::process::exit(unprivileged_supervisor(&args[1..]));
+    }
+    let tests: [(&str, fn()); 11] = [
+        (
+            "an_unprivileged_supervisor_unpacks_and_runs_a_tarball",
+            an_unprivileged_supervisor_unpacks_and_runs_a_tarball,
+        ),
         (
             "tarball_template_runs_with_its_own_files",
             tarball_template_runs_with_its_own_files,
@@ -908,4 +915,75 @@ fn long_names_and_pax_records_are_applied_and_bounded() {
             "{kind:?}: {err}"
         );
     }
+}
+
+/// First argument of the re-executed test binary acting as an unprivileged supervisor:
+/// `UNPRIVILEGED_ARG TARBALL CACHE SCRIPT`: `run`s `SCRIPT` in a sandbox of that template.
+const UNPRIVILEGED_ARG: &str = "__unprivileged-template";
+
+fn unprivileged_supervisor(args: &[String]) -> i32 {
+    let template: Template = args[0].parse().unwrap();
+    let spec = spec("unpriv", template, TemplateCache::new(&args[1]));
+    match IsolatedSandbox::spawn(
+        &spec,
+        Path::new("/bin/sh"),
+        &["sh".into(), "-c".into(), args[2].clone()],
+        &[],
+    ) {
+        Ok(mut s) => IsolatedSandbox::exit_code(s.wait().unwrap()),
+        Err(e) => {
+            eprintln!("{e}");
+            125
+        }
+    }
+}
+
+/// As `nobody`: the tarball is unpacked into a cache of its own, every file owned by the
+/// supervisor (it cannot give files away) and set-id bits dropped (a set-uid program of the
+/// host user would otherwise sit in the cache); inside, the template's files belong to `user`,
+/// the sandbox's one account.
+fn an_unprivileged_supervisor_unpacks_and_runs_a_tarball() {
+    use std::os::unix::fs::{PermissionsExt as _, chown};
+    let dir = HostDir::new("unpriv");
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cache = dir.0.join("cache");
+    std::fs::create_dir(&cache).unwrap();
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+    chown(&cache, Some(65534), Some(65534)).unwrap();
+    let mut root = tiny_root("ID=e2b-unpriv-test");
+    root.file_owned("suid-root", b"#!/bin/sh\n", 0o4755, 0);
+    let tarball = dir.0.join("rootfs.tar.gz");
+    std::fs::write(&tarball, gzip(&root.bytes())).unwrap();
+    std::fs::set_permissions(&tarball, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&exe)
+        .args([
+            UNPRIVILEGED_ARG,
+            &tarball.display().to_string(),
+            &cache.display().to_string(),
+        ])
+        .arg(
+            "read l < /etc/os-release && [ \"$l\" = ID=e2b-unpriv-test ] || exit 3; \
+             [ -O /etc/os-release ] && [ -O /suid-root ] && [ -O /home-owned-by-user ] || exit 4; \
+             [ ! -u /suid-root ] || exit 5; echo x > /tmp/w || exit 6",
+        )
+        .current_dir("/")
+        .output()
+        .expect("setpriv (util-linux) runs the supervisor as nobody");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let digest = hex::encode(sha2::Sha256::digest(std::fs::read(&tarball).unwrap()));
+    let suid = std::fs::metadata(cache.join(format!("sha256-{digest}")).join("suid-root")).unwrap();
+    assert_eq!(
+        suid.uid(),
+        65534,
+        "the unpacked file is not the supervisor's"
+    );
+    assert_eq!(suid.mode() & 0o7777, 0o755, "the set-uid bit was kept");
 }
