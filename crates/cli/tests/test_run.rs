@@ -190,36 +190,83 @@ fn mount_ro_shows_a_host_directory_read_only() {
 // Where isolation cannot work (here: not root), `e2b run` fails naming what is missing and
 // `--isolation none`; it never falls back to running the command on the host.
 #[test]
-fn isolation_unavailable_fails_naming_the_flag() {
+fn unprivileged_run_is_isolated_with_one_account() {
     use std::os::unix::fs::PermissionsExt as _;
-    use std::os::unix::process::CommandExt as _;
-    let dir = HostDir::new("noroot");
-    // Writable for the unprivileged user: a command run without isolation would leave a file.
+    let dir = HostDir::new("noroot-ok");
+    // Writable for the unprivileged user: a command run on the host would leave a file.
     std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o777)).unwrap();
     let flag = dir.0.join("ran");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_e2b"));
-    cmd.args(["run", "--", &format!("touch {}", flag.display())])
-        .env("HOME", "/tmp");
-    // SAFETY: setgid/setuid are async-signal-safe; nothing is allocated.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setgroups(0, std::ptr::null()) != 0
-                || libc::setgid(65534) != 0
-                || libc::setuid(65534) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let out = cmd.output().unwrap();
+    let out = as_nobody(&[])
+        .args(["run", "--network", "none", "--"])
+        .arg(format!(
+            "id -un; if touch {} 2>/dev/null; then echo touched-the-host; fi",
+            flag.display()
+        ))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    assert_eq!(stdout.trim(), "user", "stderr: {stderr}");
+    assert!(!flag.exists(), "the command reached the host's filesystem");
+}
+
+#[test]
+fn isolation_unavailable_fails_naming_the_flag() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = HostDir::new("noroot");
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let flag = dir.0.join("ran");
+    // `--network internet` (the default) as a non-root user needs /dev/net/tun: in a mount
+    // namespace of its own the test makes it mode 0600, whatever the host's is.
+    let node = dir.0.join("tun");
+    let wrap = [
+        "unshare".to_string(),
+        "-m".into(),
+        "--propagation".into(),
+        "private".into(),
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "mknod -m 0600 {n} c 10 200 && mount --bind {n} /dev/net/tun && exec \"$@\"",
+            n = node.display()
+        ),
+        "sh".into(),
+    ];
+    let out = as_nobody(&wrap)
+        .args(["run", "--", &format!("touch {}", flag.display())])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("root") && err.contains("--isolation none"),
+        err.contains("/dev/net/tun") && err.contains("--isolation none"),
         "the error names neither the missing feature nor the flag: {err}"
     );
     assert!(!flag.exists(), "the command ran without isolation");
+}
+
+/// `e2b` run as `nobody` (through util-linux `setpriv`), after `wrap`.
+fn as_nobody(wrap: &[String]) -> Command {
+    let mut argv: Vec<String> = wrap.to_vec();
+    argv.extend(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+        ]
+        .map(String::from),
+    );
+    argv.push(env!("CARGO_BIN_EXE_e2b").into());
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).env("HOME", "/tmp").current_dir("/");
+    cmd
 }
 
 // `e2b exec-server` without --sandbox runs its tools in an isolated local sandbox by default.
