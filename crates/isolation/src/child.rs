@@ -4,10 +4,12 @@
 //! Process tree, outermost first:
 //!
 //! - **stage 1** (this process, host pid namespace): joins the cgroups; forks the *holder*, which
-//!   creates the user (and network) namespace; writes the id maps as host root; starts the NAT
-//!   helper; prepares the idmapped mounts; joins the namespaces, becomes their root; unshares
-//!   mount, PID, UTS, IPC and cgroup namespaces; forks the sandbox init; forwards signals to it
-//!   and exits with its status.
+//!   creates the user (and network) namespace; writes the id maps (a range as host root, its
+//!   own ids otherwise); starts the NAT helper; prepares the idmapped mounts (as root);
+//!   joins the namespaces, becomes their root (or their one user); unshares mount, PID, UTS,
+//!   IPC and cgroup namespaces; forks the sandbox init and lets the holder exit (unless pasta
+//!   needs it); forwards
+//!   signals to the init and exits with its status.
 //! - **init** (PID 1 of the sandbox): builds the root filesystem, `pivot_root`s into it, sets the
 //!   hostname, forks the program, forwards signals to it, reaps orphans; when the program exits,
 //!   the init exits and the kernel kills every process left in the sandbox.
@@ -638,8 +640,9 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
     let set = block_signals();
     let own_net = spec.network != Network::Host;
 
-    // The holder creates the user (and network) namespace and keeps them alive. It is forked
-    // before this process joins the cgroups, so that creating the namespaces (a network
+    // The holder creates the user (and network) namespace and keeps them alive until the
+    // sandbox's init is in them; then it exits. It is forked before this process joins the
+    // cgroups, so that creating the namespaces (a network
     // namespace can wait tens of milliseconds for the kernel's cleanup of earlier ones) and
     // joining the cgroups (a v1 attach waits for an RCU grace period per hierarchy) overlap.
     // The holder only sleeps; everything the sandbox runs is forked after the join.
@@ -802,8 +805,12 @@ fn stage1_inner(spec: &ChildSpec) -> Result<i32, String> {
         // SAFETY: leave the forked child.
         unsafe { libc::_exit(code) };
     }
-    // Stage 1 keeps the holder and NAT fds (their helpers exit when it does) and nothing of
-    // the program's.
+    // The namespaces are held by the processes in them now: the holder exits (it is reaped
+    // by `supervise`), one process fewer per sandbox, except for pasta, which quits when
+    // the process it was started for exits. Stage 1 keeps the NAT fds (the helpers exit when
+    // it does) and nothing of the program's.
+    let hold_w = matches!(spec.nat, Some(Nat::Pasta(_)) if spec.network == Network::Internet)
+        .then_some(hold_w);
     // SAFETY: closing fds this process no longer uses.
     unsafe {
         libc::close(spec.status_fd);

@@ -487,11 +487,17 @@ fn pasta_gives_a_tap_device_and_dns_and_no_host_loopback() {
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     let before = pasta_processes();
+    // The sandbox waits for the test (EOF on a kept pipe) before it exits, so pasta is
+    // counted while its sandbox runs.
+    let (hold_r, hold_w) = std::io::pipe().unwrap();
+    use std::os::fd::AsRawFd as _;
+    let fd = hold_r.as_raw_fd();
     let script = format!(
         "ip -o link | grep -v ' lo:' | grep -q 'UP' || {{ echo no-interface; exit 2; }}; \
          ip route show default | grep -q '^default via' || {{ echo no-route; exit 3; }}; \
          grep -qx 'nameserver 169.254.1.1' /etc/resolv.conf || {{ echo no-dns; exit 4; }}; \
-         if timeout 3 bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' 2>/dev/null; then echo reached; exit 5; fi"
+         if timeout 3 bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' 2>/dev/null; then echo reached; exit 5; fi; \
+         read -r _ <&{fd}; exit 0"
     );
     // SAFETY: tests run one after another on the main thread (see cgroup_v2_…).
     unsafe { std::env::set_var("E2B_ISOLATION_NAT", "pasta") };
@@ -499,8 +505,9 @@ fn pasta_gives_a_tap_device_and_dns_and_no_host_loopback() {
         &spec("pasta").network(Network::Internet),
         Path::new("/bin/bash"),
         &["bash".into(), "-c".into(), script],
-        &[],
+        &[fd],
     );
+    drop(hold_r);
     // SAFETY: as above.
     unsafe { std::env::remove_var("E2B_ISOLATION_NAT") };
     let mut s = started.unwrap();
@@ -509,6 +516,7 @@ fn pasta_gives_a_tap_device_and_dns_and_no_host_loopback() {
         before + 1,
         "pasta is not running for the sandbox"
     );
+    drop(hold_w);
     let status = s.wait().unwrap();
     assert_eq!(
         IsolatedSandbox::exit_code(status),
