@@ -8,6 +8,9 @@ use e2b_cli::{Cli, Command};
 fn main() -> ExitCode {
     // Builds the sandbox when this is the re-execution for `--isolate` (before any thread).
     e2b_envd::isolated::enter_if_child();
+    // `e2b serve`'s per-sandbox shim, before the runtime and the command line (memory per
+    // sandbox).
+    e2b_serve::run_sandbox_init_if_asked(&["serve"]);
     async_main()
 }
 

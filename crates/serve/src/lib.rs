@@ -20,4 +20,4 @@ pub use runtime::{
     EnvdCommand, Instance, PlainRuntime, Runtime, SandboxSpec, Usage, isolation_available,
 };
 pub use server::{Serve, ServeConfig, ServeHandle};
-pub use shim::sandbox_init;
+pub use shim::{run_sandbox_init_if_asked, sandbox_init};

@@ -60,6 +60,23 @@ fn exec(argv: &[*const libc::c_char]) -> ! {
     unsafe { libc::_exit(127) }
 }
 
+/// When this process was started as the shim (`<program> <prefix…> sandbox-init -- COMMAND…`,
+/// as [`EnvdCommand`](crate::EnvdCommand) runs it), runs [`sandbox_init`] and exits with its
+/// code; returns otherwise. Call it first thing in `main`: the shim then parses no command line
+/// and sets nothing up, so each sandbox's shim costs little memory.
+pub fn run_sandbox_init_if_asked(prefix: &[&str]) {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let n = prefix.len();
+    let is_shim = args.len() > n + 1
+        && args.iter().zip(prefix).all(|(a, p)| a.as_os_str() == *p)
+        && args[n] == "sandbox-init"
+        && args[n + 1] == "--";
+    if is_shim {
+        let code = sandbox_init(&args[n + 2..]);
+        std::process::exit(code.clamp(0, 255));
+    }
+}
+
 /// Runs `command` (envd) as described in the module docs and returns the exit code to exit
 /// with. Call it from a binary's `main` for the hidden `sandbox-init` subcommand.
 pub fn sandbox_init(command: &[OsString]) -> i32 {
