@@ -226,8 +226,18 @@ async fn report(times: &[f64], local: &[f64], sandboxes: &[Value]) {
             r += kib(*pid, "status", "VmRSS:");
             p += kib(*pid, "smaps_rollup", "Pss:");
         }
-        if let Some(envd) = pids.iter().max() {
-            envd_rss.push(kib(*envd, "status", "VmRSS:") as f64 / 1024.0);
+        // envd is the largest of the processes running `… envd …` (its sentinel, a fork of
+        // it, runs the same command line).
+        let envd = pids
+            .iter()
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(b"envd".as_slice()))
+            })
+            .map(|pid| kib(*pid, "status", "VmRSS:"))
+            .max();
+        if let Some(kib) = envd {
+            envd_rss.push(kib as f64 / 1024.0);
         }
         rss.push(r as f64 / 1024.0);
         pss.push(p as f64 / 1024.0);
