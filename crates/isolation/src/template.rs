@@ -309,17 +309,6 @@ impl TemplateCache {
         self.unpack_once(layout, &hex, size, |root, err| {
             let mut u = Unpacker::new(root, limits, true);
             for l in &manifest.layers {
-                if l.media_type.contains("zstd") {
-                    return Err(err(
-                        None,
-                        ArchiveProblem::Invalid(format!(
-                            "layer {} is zstd-compressed: only plain and gzip tar layers are \
-                             supported (convert the image, e.g. `skopeo copy \
-                             --dest-compress-format gzip`)",
-                            l.digest
-                        )),
-                    ));
-                }
                 let path = blob_path(layout, &l.digest)
                     .map_err(|_| err(None, ArchiveProblem::Digest(l.digest.clone())))?;
                 let want = digest_hex(&l.digest).map_err(|p| err(None, p))?;
@@ -938,6 +927,55 @@ fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     })
 }
 
+/// The first bytes of a zstd frame.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// A zstd stream of one or more frames (as `zstd -T` and `pzstd` write them), decoded as one.
+/// Each frame's window is bounded by ruzstd's default (128 MiB), so a hostile header cannot
+/// make the decoder allocate more; the decompressed size is bounded by [`UnpackLimits`].
+struct ZstdFrames<'a> {
+    frame: Option<
+        ruzstd::decoding::StreamingDecoder<Box<dyn Read + 'a>, ruzstd::decoding::FrameDecoder>,
+    >,
+    source: Option<Box<dyn Read + 'a>>,
+}
+
+impl<'a> ZstdFrames<'a> {
+    fn new(source: impl Read + 'a) -> Self {
+        Self {
+            frame: None,
+            source: Some(Box::new(source)),
+        }
+    }
+}
+
+impl Read for ZstdFrames<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if let Some(frame) = self.frame.as_mut() {
+                let n = frame.read(buf)?;
+                if n > 0 || buf.is_empty() {
+                    return Ok(n);
+                }
+                // This frame is done: the next one, if the stream has more.
+                self.source = self.frame.take().map(|f| f.into_inner());
+            }
+            let Some(mut source) = self.source.take() else {
+                return Ok(0);
+            };
+            let mut first = [0u8; 1];
+            if source.read(&mut first)? == 0 {
+                return Ok(0);
+            }
+            let rest: Box<dyn Read + '_> = Box::new(std::io::Cursor::new(first).chain(source));
+            let frame = ruzstd::decoding::StreamingDecoder::new(rest).map_err(|e| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, format!("zstd: {e}"))
+            })?;
+            self.frame = Some(frame);
+        }
+    }
+}
+
 /// `fchown`'s "leave unchanged" id (-1).
 const KEEP_ID: u32 = u32::MAX;
 
@@ -961,7 +999,7 @@ impl Unpacker {
         }
     }
 
-    /// Applies one tar stream (gzip-compressed or plain, by its first bytes).
+    /// Applies one tar stream (gzip- or zstd-compressed or plain, by its first bytes).
     fn layer(&mut self, reader: &mut dyn Read, err: ErrFn<'_>) -> Result<(), IsolationError> {
         let mut magic = [0u8; 4];
         let mut have = 0;
@@ -975,16 +1013,10 @@ impl Unpacker {
             have += n;
         }
         let head = magic.get(..have).unwrap_or_default();
-        if head == [0x28, 0xb5, 0x2f, 0xfd] {
-            return Err(err(
-                None,
-                ArchiveProblem::Invalid(
-                    "zstd-compressed: only plain and gzip tar archives are supported".into(),
-                ),
-            ));
-        }
         let chained = std::io::Cursor::new(head.to_vec()).chain(reader);
-        if head.starts_with(&[0x1f, 0x8b]) {
+        if head == ZSTD_MAGIC {
+            self.entries_of(ZstdFrames::new(chained), err)
+        } else if head.starts_with(&[0x1f, 0x8b]) {
             self.entries_of(flate2::read::MultiGzDecoder::new(chained), err)
         } else {
             self.entries_of(chained, err)

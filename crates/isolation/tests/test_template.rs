@@ -20,7 +20,11 @@ fn main() {
     if args.first().map(String::as_str) == Some(UNPRIVILEGED_ARG) {
         std::process::exit(unprivileged_supervisor(&args[1..]));
     }
-    let tests: [(&str, fn()); 11] = [
+    let tests: [(&str, fn()); 12] = [
+        (
+            "zstd_archives_of_several_frames_are_unpacked_and_huge_windows_refused",
+            zstd_archives_of_several_frames_are_unpacked_and_huge_windows_refused,
+        ),
         (
             "an_unprivileged_supervisor_unpacks_and_runs_a_tarball",
             an_unprivileged_supervisor_unpacks_and_runs_a_tarball,
@@ -986,4 +990,47 @@ fn an_unprivileged_supervisor_unpacks_and_runs_a_tarball() {
         "the unpacked file is not the supervisor's"
     );
     assert_eq!(suid.mode() & 0o7777, 0o755, "the set-uid bit was kept");
+}
+
+/// A `.tar.zst` written as two zstd frames (as `zstd -T`/`pzstd` write them) is one archive;
+/// a frame header claiming a 1 TiB window is refused from its header, nothing is cached.
+fn zstd_archives_of_several_frames_are_unpacked_and_huge_windows_refused() {
+    need_sandboxes();
+    let dir = HostDir::new("zstd");
+    let tar = tiny_root("ID=e2b-zstd-test").bytes();
+    let (a, b) = tar.split_at(tar.len() / 2);
+    let mut zst = ruzstd::encoding::compress_to_vec(a, ruzstd::encoding::CompressionLevel::Fastest);
+    zst.extend(ruzstd::encoding::compress_to_vec(
+        b,
+        ruzstd::encoding::CompressionLevel::Fastest,
+    ));
+    let tarball = dir.0.join("rootfs.tar.zst");
+    std::fs::write(&tarball, &zst).unwrap();
+    let template: Template = tarball.display().to_string().parse().unwrap();
+    let code = run(
+        &spec("zstd", template, dir.cache()),
+        "read l < /etc/os-release && [ \"$l\" = ID=e2b-zstd-test ] || exit 3",
+    );
+    assert_eq!(code, 0, "the sandbox did not see the zstd tarball's files");
+
+    // Magic, a frame header descriptor without single-segment, a window descriptor of 2^40.
+    let hostile = dir.0.join("huge-window.tar.zst");
+    let mut bytes = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 30 << 3];
+    bytes.extend([0u8; 64]);
+    std::fs::write(&hostile, &bytes).unwrap();
+    let before = dir.listing();
+    let err = dir
+        .cache()
+        .prepare(&Template::Archive(hostile.clone()))
+        .unwrap_err();
+    assert!(
+        matches!(&err, IsolationError::Archive { problem: ArchiveProblem::Invalid(m), .. } if m.contains("zstd")),
+        "{err}"
+    );
+    let cached: Vec<String> = dir
+        .listing()
+        .into_iter()
+        .filter(|p| !before.contains(p) && p.contains("sha256-"))
+        .collect();
+    assert!(cached.is_empty(), "a refused archive left {cached:?}");
 }
