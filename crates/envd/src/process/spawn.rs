@@ -82,8 +82,15 @@ fn set_cloexec(fd: &OwnedFd) -> std::io::Result<()> {
 /// that forked the child exits, and tokio's blocking-pool threads exit when idle; forking from
 /// a thread that lives as long as the process means the signal fires only when the daemon
 /// dies. If the thread cannot be started, `f` runs on the calling thread.
+///
+/// Jobs run one after the other, so under load a job may wait in the queue long enough for its
+/// caller to give up (the client hung up or timed out and the Start future was dropped). Such a
+/// job is skipped, and a result the caller is no longer there to take goes to `unclaimed`
+/// (which kills the command): a cancelled Start neither costs a fork nor leaves a process that
+/// nothing tracks.
 async fn on_spawner_thread<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
+    unclaimed: impl FnOnce(T) + Send + 'static,
 ) -> Result<T, Status> {
     type Job = Box<dyn FnOnce() + Send>;
     static SPAWNER: std::sync::OnceLock<Option<std::sync::Mutex<std::sync::mpsc::Sender<Job>>>> =
@@ -102,7 +109,12 @@ async fn on_spawner_thread<T: Send + 'static>(
     });
     let (tx, rx) = tokio::sync::oneshot::channel();
     let job: Job = Box::new(move || {
-        let _ = tx.send(f());
+        if tx.is_closed() {
+            return;
+        }
+        if let Err(value) = tx.send(f()) {
+            unclaimed(value);
+        }
     });
     match spawner {
         Some(s) => {
@@ -115,6 +127,53 @@ async fn on_spawner_thread<T: Send + 'static>(
     }
     rx.await
         .map_err(|_| Status::internal("error starting process: the spawner thread is gone"))
+}
+
+/// Kills a command that was started for a Start nobody waits for any more (its process group,
+/// then the process itself) and reaps it before its pid leaves [`super::tree::DIRECT`], so the
+/// pid cannot be reused while the orphan reaper still leaves it alone. Runs on the spawner
+/// thread; a SIGKILLed process exits at once.
+fn kill_unclaimed(res: std::io::Result<tokio::process::Child>) {
+    let Ok(mut child) = res else {
+        return;
+    };
+    let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
+        return;
+    };
+    // The child made itself a process group leader (or a session leader) before exec.
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let _ = child.start_kill();
+    // SAFETY: waitpid on our own child; tokio's later wait of the dropped child gets ECHILD.
+    unsafe {
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    }
+    drop(child);
+    super::tree::forget_direct(u32::try_from(pid).unwrap_or(0));
+}
+
+/// A command's cgroup until the command is registered. Dropped unclaimed (the spawn failed, or
+/// the Start was cancelled while it waited for the spawner), the cgroup is removed, or kept
+/// with the tracker's leftovers while a process is still in it.
+struct PendingGroup {
+    group: Option<super::tree::CmdGroup>,
+    leftovers: super::tree::Leftovers,
+}
+
+impl PendingGroup {
+    fn claim(mut self) -> Option<super::tree::CmdGroup> {
+        self.group.take()
+    }
+}
+
+impl Drop for PendingGroup {
+    fn drop(&mut self) {
+        if let Some(g) = self.group.take() {
+            self.leftovers.ended(g);
+        }
+    }
 }
 
 /// Starts the command of `req` as `user`, in its own session or process group and (when
@@ -194,8 +253,11 @@ pub(crate) async fn spawn(
     } else {
         None
     };
-    let group = tracker.new_group();
-    let cgroup_fd = match &group {
+    let group = PendingGroup {
+        group: tracker.new_group(),
+        leftovers: tracker.leftovers(),
+    };
+    let cgroup_fd = match &group.group {
         Some(g) => match g.procs_fd() {
             Ok(fd) => Some(fd),
             Err(e) => {
@@ -208,20 +270,23 @@ pub(crate) async fn spawn(
     pre_exec_setup(&mut cmd, is_pty, switch, cgroup_fd);
 
     let handle = tokio::runtime::Handle::current();
-    let spawned = on_spawner_thread(move || {
-        let _rt = handle.enter();
-        // Held from fork until the pid is recorded, so the orphan reaper never takes it.
-        let mut direct = super::tree::direct();
-        let res = cmd.spawn();
-        if let Ok(c) = &res
-            && let Some(pid) = c.id().and_then(|p| i32::try_from(p).ok())
-        {
-            direct.get_or_insert_with(Default::default).insert(pid);
-        }
-        drop(direct);
-        drop(cmd);
-        res
-    })
+    let spawned = on_spawner_thread(
+        move || {
+            let _rt = handle.enter();
+            // Held from fork until the pid is recorded, so the orphan reaper never takes it.
+            let mut direct = super::tree::direct();
+            let res = cmd.spawn();
+            if let Ok(c) = &res
+                && let Some(pid) = c.id().and_then(|p| i32::try_from(p).ok())
+            {
+                direct.get_or_insert_with(Default::default).insert(pid);
+            }
+            drop(direct);
+            drop(cmd);
+            res
+        },
+        kill_unclaimed,
+    )
     .await?;
     let mut child = spawned.map_err(|e| {
         Status::invalid_argument(format!("error starting process '{}': {e}", config.cmd))
@@ -229,11 +294,16 @@ pub(crate) async fn spawn(
     let Some(pid) = child.id() else {
         return Err(Status::internal("error starting process: no pid"));
     };
-    let pty = match master {
-        Some(m) => Some(
-            PtyMaster::new(m).map_err(|e| Status::internal(format!("error starting pty: {e}")))?,
-        ),
-        None => None,
+    let pty = match master.map(PtyMaster::new).transpose() {
+        Ok(p) => p,
+        Err(e) => {
+            // Not registered: nothing else would ever kill or wait for it.
+            if let Some(g) = &group.group {
+                g.signal(nix::sys::signal::Signal::SIGKILL);
+            }
+            let _ = child.start_kill();
+            return Err(Status::internal(format!("error starting pty: {e}")));
+        }
     };
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     if let Some(p) = &stdout {
@@ -249,7 +319,7 @@ pub(crate) async fn spawn(
         stderr,
         child,
         pty,
-        group,
+        group: group.claim(),
     })
 }
 
