@@ -78,21 +78,13 @@ fn set_cloexec(fd: &OwnedFd) -> std::io::Result<()> {
         .map_err(std::io::Error::from)
 }
 
-/// Runs `f` on the one long-lived spawner thread. `PR_SET_PDEATHSIG` fires when the *thread*
-/// that forked the child exits, and tokio's blocking-pool threads exit when idle; forking from
-/// a thread that lives as long as the process means the signal fires only when the daemon
-/// dies. If the thread cannot be started, `f` runs on the calling thread.
-///
-/// Jobs run one after the other, so under load a job may wait in the queue long enough for its
-/// caller to give up (the client hung up or timed out and the Start future was dropped). Such a
-/// job is skipped, and a result the caller is no longer there to take goes to `unclaimed`
-/// (which kills the command): a cancelled Start neither costs a fork nor leaves a process that
-/// nothing tracks.
-async fn on_spawner_thread<T: Send + 'static>(
-    f: impl FnOnce() -> T + Send + 'static,
-    unclaimed: impl FnOnce(T) + Send + 'static,
-) -> Result<T, Status> {
-    type Job = Box<dyn FnOnce() + Send>;
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Queues `job` for the one long-lived spawner thread (started on first use), or runs it here
+/// if that thread cannot be started or is gone. `PR_SET_PDEATHSIG` fires when the *thread* that
+/// forked the child exits, and tokio's blocking-pool threads exit when idle; forking from a
+/// thread that lives as long as the process means the signal fires only when the daemon dies.
+fn submit(job: Job) {
     static SPAWNER: std::sync::OnceLock<Option<std::sync::Mutex<std::sync::mpsc::Sender<Job>>>> =
         std::sync::OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {
@@ -107,15 +99,6 @@ async fn on_spawner_thread<T: Send + 'static>(
             .ok()
             .map(|_| std::sync::Mutex::new(tx))
     });
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let job: Job = Box::new(move || {
-        if tx.is_closed() {
-            return;
-        }
-        if let Err(value) = tx.send(f()) {
-            unclaimed(value);
-        }
-    });
     match spawner {
         Some(s) => {
             let sent = s.lock().unwrap_or_else(|p| p.into_inner()).send(job);
@@ -125,8 +108,53 @@ async fn on_spawner_thread<T: Send + 'static>(
         }
         None => job(),
     }
+}
+
+/// Forks with `fork` on the spawner thread (see [`submit`]).
+///
+/// Jobs run one after the other, so under load a job may wait in the queue long enough for its
+/// caller to give up (the client hung up or timed out and the Start future was dropped). Such a
+/// job is skipped, and a command its caller is no longer there to take is killed (see
+/// [`Delivery`]): a cancelled Start neither costs a fork nor leaves a process that nothing
+/// tracks.
+async fn on_spawner_thread(
+    fork: impl FnOnce() -> std::io::Result<tokio::process::Child> + Send + 'static,
+) -> Result<Delivery, Status> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    submit(Box::new(move || {
+        if tx.is_closed() {
+            return;
+        }
+        if let Err(mut refused) = tx.send(Delivery(Some(fork()))) {
+            // Cancelled during the fork: kill it now, not after the queue.
+            if let Some(res) = refused.0.take() {
+                kill_unclaimed(res);
+            }
+        }
+    }));
     rx.await
         .map_err(|_| Status::internal("error starting process: the spawner thread is gone"))
+}
+
+/// A fork's result on its way to its Start. Dropped with the command still in it (the Start
+/// was cancelled after the fork, before it took the command), the command is killed and reaped
+/// on the spawner thread ([`kill_unclaimed`]), so nothing runs that the daemon does not track.
+struct Delivery(Option<std::io::Result<tokio::process::Child>>);
+
+impl Delivery {
+    fn take(mut self) -> std::io::Result<tokio::process::Child> {
+        self.0
+            .take()
+            .unwrap_or_else(|| Err(std::io::Error::other("the spawn result was taken already")))
+    }
+}
+
+impl Drop for Delivery {
+    fn drop(&mut self) {
+        if let Some(res) = self.0.take() {
+            submit(Box::new(move || kill_unclaimed(res)));
+        }
+    }
 }
 
 /// Kills a command that was started for a Start nobody waits for any more (its process group,
@@ -270,24 +298,22 @@ pub(crate) async fn spawn(
     pre_exec_setup(&mut cmd, is_pty, switch, cgroup_fd);
 
     let handle = tokio::runtime::Handle::current();
-    let spawned = on_spawner_thread(
-        move || {
-            let _rt = handle.enter();
-            // Held from fork until the pid is recorded, so the orphan reaper never takes it.
-            let mut direct = super::tree::direct();
-            let res = cmd.spawn();
-            if let Ok(c) = &res
-                && let Some(pid) = c.id().and_then(|p| i32::try_from(p).ok())
-            {
-                direct.get_or_insert_with(Default::default).insert(pid);
-            }
-            drop(direct);
-            drop(cmd);
-            res
-        },
-        kill_unclaimed,
-    )
-    .await?;
+    let spawned = on_spawner_thread(move || {
+        let _rt = handle.enter();
+        // Held from fork until the pid is recorded, so the orphan reaper never takes it.
+        let mut direct = super::tree::direct();
+        let res = cmd.spawn();
+        if let Ok(c) = &res
+            && let Some(pid) = c.id().and_then(|p| i32::try_from(p).ok())
+        {
+            direct.get_or_insert_with(Default::default).insert(pid);
+        }
+        drop(direct);
+        drop(cmd);
+        res
+    })
+    .await?
+    .take();
     let mut child = spawned.map_err(|e| {
         Status::invalid_argument(format!("error starting process '{}': {e}", config.cmd))
     })?;
