@@ -61,8 +61,13 @@ struct Tally {
     files_got: AtomicU64,
     watchers: AtomicU64,
     watchers_refused: AtomicU64,
+    /// Watchers whose operation hit the hang guard before removing them, removed by the soak
+    /// after the round (the daemon keeps an unpolled watcher for 10 minutes, by design).
+    watchers_abandoned: AtomicU64,
     disconnects: AtomicU64,
     failures: AtomicU64,
+    /// Operations cut off by the hang guard, by kind (stream, file, watch, disconnect).
+    guard_hits: [AtomicU64; 4],
 }
 
 /// An error with its causes (reqwest's `Display` leaves them out).
@@ -236,7 +241,7 @@ impl std::fmt::Display for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "RSS {:.1} MiB, live heap {:.1} MiB, {} fds, {} threads, {} tokio tasks",
+            "RSS {:.1} MiB, live heap {:.2} MiB, {} fds, {} threads, {} tokio tasks",
             self.rss_kib as f64 / 1024.0,
             self.heap_bytes as f64 / 1048576.0,
             self.fds,
@@ -264,6 +269,8 @@ struct Ctx {
     channels: Vec<Channel>,
     dir: std::path::PathBuf,
     tally: Tally,
+    /// Watchers created and not yet removed.
+    open_watchers: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 async fn stream_op(ctx: &Ctx, ch: Channel, n: u64) {
@@ -363,6 +370,7 @@ async fn watch_op(ctx: &Ctx, ch: Channel, id: usize, k: u64) {
         Err(e) => return ctx.tally.fail(format!("create watcher: {e}")),
     };
     ctx.tally.watchers.fetch_add(1, Ordering::Relaxed);
+    ctx.open_watchers.lock().unwrap().insert(w.clone());
     let _ = std::fs::write(dir.join(format!("x{k}")), b"x");
     if let Err(e) = fs
         .get_watcher_events(GetWatcherEventsRequest {
@@ -373,10 +381,26 @@ async fn watch_op(ctx: &Ctx, ch: Channel, id: usize, k: u64) {
         ctx.tally.fail(format!("watcher events: {e}"));
     }
     if let Err(e) = fs
-        .remove_watcher(RemoveWatcherRequest { watcher_id: w })
+        .remove_watcher(RemoveWatcherRequest {
+            watcher_id: w.clone(),
+        })
         .await
     {
         ctx.tally.fail(format!("remove watcher: {e}"));
+    }
+    ctx.open_watchers.lock().unwrap().remove(&w);
+}
+
+/// Removes the watchers of operations that the hang guard cut off (a client that gave up
+/// still cleans up), so what stays in the daemon after a round is the daemon's own.
+async fn remove_abandoned_watchers(ctx: &Ctx) {
+    let left: Vec<String> = ctx.open_watchers.lock().unwrap().drain().collect();
+    let mut fs = FilesystemClient::new(ctx.channels[0].clone());
+    for w in left {
+        ctx.tally.watchers_abandoned.fetch_add(1, Ordering::Relaxed);
+        let _ = fs
+            .remove_watcher(RemoveWatcherRequest { watcher_id: w })
+            .await;
     }
 }
 
@@ -413,6 +437,7 @@ async fn client(ctx: Arc<Ctx>, id: usize, until: Instant) {
         };
         // A hang guard, so the soak stays bounded: an operation this slow is a failure.
         if tokio::time::timeout(OP_TIMEOUT, op).await.is_err() {
+            ctx.tally.guard_hits[kind as usize].fetch_add(1, Ordering::Relaxed);
             ctx.tally.fail(format!(
                 "operation {kind} of client {id} took over {OP_TIMEOUT:?}"
             ));
@@ -501,6 +526,7 @@ async fn soak() -> std::process::ExitCode {
         channels,
         dir: files.clone(),
         tally: Tally::default(),
+        open_watchers: Default::default(),
     });
     // Warm up: one of each kind, and a call on every channel (a connection that sends no
     // request is closed after the header-read timeout, then reopened under load, which would
@@ -554,6 +580,7 @@ async fn soak() -> std::process::ExitCode {
             t.await.unwrap();
         }
         elapsed += started.elapsed();
+        remove_abandoned_watchers(&ctx).await;
         if let Ok(p) = sampler.await {
             peak.rss_kib = peak.rss_kib.max(p.rss_kib);
             peak.fds = peak.fds.max(p.fds);
@@ -583,7 +610,7 @@ async fn soak() -> std::process::ExitCode {
     let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
     println!("peak during load: {peak}");
     println!(
-        "{} operations in {:.0?} ({:.0}/s): streamed bytes {}/{}, file bytes {}/{}, {} watchers ({} refused at the cap), {} mid-stream disconnects, {} failures, {} processes left",
+        "{} operations in {:.0?} ({:.0}/s): streamed bytes {}/{}, file bytes {}/{}, {} watchers ({} refused at the cap, {} removed after their operation timed out), {} mid-stream disconnects, {} failures, {} processes left",
         g(&t.ops),
         elapsed,
         g(&t.ops) as f64 / elapsed.as_secs_f64(),
@@ -593,9 +620,14 @@ async fn soak() -> std::process::ExitCode {
         g(&t.files_expected),
         g(&t.watchers),
         g(&t.watchers_refused),
+        g(&t.watchers_abandoned),
         g(&t.disconnects),
         g(&t.failures),
         live,
+    );
+    println!(
+        "operations past the {OP_TIMEOUT:?} guard (stream, file, watch, disconnect): {:?}",
+        t.guard_hits.each_ref().map(g)
     );
     println!(
         "ratios end/start: RSS {:.2}, live heap {:.2}, fds {:.2}, threads {:.2}, tasks {:.2}",

@@ -78,14 +78,13 @@ fn set_cloexec(fd: &OwnedFd) -> std::io::Result<()> {
         .map_err(std::io::Error::from)
 }
 
-/// Runs `f` on the one long-lived spawner thread. `PR_SET_PDEATHSIG` fires when the *thread*
-/// that forked the child exits, and tokio's blocking-pool threads exit when idle; forking from
-/// a thread that lives as long as the process means the signal fires only when the daemon
-/// dies. If the thread cannot be started, `f` runs on the calling thread.
-async fn on_spawner_thread<T: Send + 'static>(
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, Status> {
-    type Job = Box<dyn FnOnce() + Send>;
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Queues `job` for the one long-lived spawner thread (started on first use), or runs it here
+/// if that thread cannot be started or is gone. `PR_SET_PDEATHSIG` fires when the *thread* that
+/// forked the child exits, and tokio's blocking-pool threads exit when idle; forking from a
+/// thread that lives as long as the process means the signal fires only when the daemon dies.
+fn submit(job: Job) {
     static SPAWNER: std::sync::OnceLock<Option<std::sync::Mutex<std::sync::mpsc::Sender<Job>>>> =
         std::sync::OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {
@@ -100,10 +99,6 @@ async fn on_spawner_thread<T: Send + 'static>(
             .ok()
             .map(|_| std::sync::Mutex::new(tx))
     });
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let job: Job = Box::new(move || {
-        let _ = tx.send(f());
-    });
     match spawner {
         Some(s) => {
             let sent = s.lock().unwrap_or_else(|p| p.into_inner()).send(job);
@@ -113,8 +108,100 @@ async fn on_spawner_thread<T: Send + 'static>(
         }
         None => job(),
     }
+}
+
+/// Forks with `fork` on the spawner thread (see [`submit`]).
+///
+/// Jobs run one after the other, so under load a job may wait in the queue long enough for its
+/// caller to give up (the client hung up or timed out and the Start future was dropped). Such a
+/// job is skipped, and a command its caller is no longer there to take is killed (see
+/// [`Delivery`]): a cancelled Start neither costs a fork nor leaves a process that nothing
+/// tracks.
+async fn on_spawner_thread(
+    fork: impl FnOnce() -> std::io::Result<tokio::process::Child> + Send + 'static,
+) -> Result<Delivery, Status> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    submit(Box::new(move || {
+        if tx.is_closed() {
+            return;
+        }
+        if let Err(mut refused) = tx.send(Delivery(Some(fork()))) {
+            // Cancelled during the fork: kill it now, not after the queue.
+            if let Some(res) = refused.0.take() {
+                kill_unclaimed(res);
+            }
+        }
+    }));
     rx.await
         .map_err(|_| Status::internal("error starting process: the spawner thread is gone"))
+}
+
+/// A fork's result on its way to its Start. Dropped with the command still in it (the Start
+/// was cancelled after the fork, before it took the command), the command is killed and reaped
+/// on the spawner thread ([`kill_unclaimed`]), so nothing runs that the daemon does not track.
+struct Delivery(Option<std::io::Result<tokio::process::Child>>);
+
+impl Delivery {
+    fn take(mut self) -> std::io::Result<tokio::process::Child> {
+        self.0
+            .take()
+            .unwrap_or_else(|| Err(std::io::Error::other("the spawn result was taken already")))
+    }
+}
+
+impl Drop for Delivery {
+    fn drop(&mut self) {
+        if let Some(res) = self.0.take() {
+            submit(Box::new(move || kill_unclaimed(res)));
+        }
+    }
+}
+
+/// Kills a command that was started for a Start nobody waits for any more (its process group,
+/// then the process itself) and reaps it before its pid leaves [`super::tree::DIRECT`], so the
+/// pid cannot be reused while the orphan reaper still leaves it alone. Runs on the spawner
+/// thread; a SIGKILLed process exits at once.
+fn kill_unclaimed(res: std::io::Result<tokio::process::Child>) {
+    let Ok(mut child) = res else {
+        return;
+    };
+    let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
+        return;
+    };
+    // The child made itself a process group leader (or a session leader) before exec.
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let _ = child.start_kill();
+    // SAFETY: waitpid on our own child; tokio's later wait of the dropped child gets ECHILD.
+    unsafe {
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    }
+    drop(child);
+    super::tree::forget_direct(u32::try_from(pid).unwrap_or(0));
+}
+
+/// A command's cgroup until the command is registered. Dropped unclaimed (the spawn failed, or
+/// the Start was cancelled while it waited for the spawner), the cgroup is removed, or kept
+/// with the tracker's leftovers while a process is still in it.
+struct PendingGroup {
+    group: Option<super::tree::CmdGroup>,
+    leftovers: super::tree::Leftovers,
+}
+
+impl PendingGroup {
+    fn claim(mut self) -> Option<super::tree::CmdGroup> {
+        self.group.take()
+    }
+}
+
+impl Drop for PendingGroup {
+    fn drop(&mut self) {
+        if let Some(g) = self.group.take() {
+            self.leftovers.ended(g);
+        }
+    }
 }
 
 /// Starts the command of `req` as `user`, in its own session or process group and (when
@@ -194,8 +281,11 @@ pub(crate) async fn spawn(
     } else {
         None
     };
-    let group = tracker.new_group();
-    let cgroup_fd = match &group {
+    let group = PendingGroup {
+        group: tracker.new_group(),
+        leftovers: tracker.leftovers(),
+    };
+    let cgroup_fd = match &group.group {
         Some(g) => match g.procs_fd() {
             Ok(fd) => Some(fd),
             Err(e) => {
@@ -222,18 +312,24 @@ pub(crate) async fn spawn(
         drop(cmd);
         res
     })
-    .await?;
+    .await?
+    .take();
     let mut child = spawned.map_err(|e| {
         Status::invalid_argument(format!("error starting process '{}': {e}", config.cmd))
     })?;
     let Some(pid) = child.id() else {
         return Err(Status::internal("error starting process: no pid"));
     };
-    let pty = match master {
-        Some(m) => Some(
-            PtyMaster::new(m).map_err(|e| Status::internal(format!("error starting pty: {e}")))?,
-        ),
-        None => None,
+    let pty = match master.map(PtyMaster::new).transpose() {
+        Ok(p) => p,
+        Err(e) => {
+            // Not registered: nothing else would ever kill or wait for it.
+            if let Some(g) = &group.group {
+                g.signal(nix::sys::signal::Signal::SIGKILL);
+            }
+            let _ = child.start_kill();
+            return Err(Status::internal(format!("error starting pty: {e}")));
+        }
     };
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     if let Some(p) = &stdout {
@@ -249,7 +345,7 @@ pub(crate) async fn spawn(
         stderr,
         child,
         pty,
-        group,
+        group: group.claim(),
     })
 }
 

@@ -162,6 +162,22 @@ impl CmdGroup {
     }
 }
 
+/// The cgroups of ended commands that still held processes when their command ended; each is
+/// tried again (and removed once empty) whenever another command ends.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Leftovers(std::sync::Arc<Mutex<Vec<CmdGroup>>>);
+
+impl Leftovers {
+    /// Removes `group` if empty, else keeps it; retries the ones kept earlier.
+    pub(crate) fn ended(&self, group: CmdGroup) {
+        let mut left = lock(&self.0);
+        left.retain(|g| !g.try_remove());
+        if !group.try_remove() {
+            left.push(group);
+        }
+    }
+}
+
 /// Per-daemon tracking: the base cgroup, the sentinel, cgroups of ended commands whose
 /// descendants still run.
 #[derive(Debug)]
@@ -169,7 +185,7 @@ pub(crate) struct Tracker {
     base: Option<PathBuf>,
     seq: AtomicU64,
     sentinel: Mutex<Option<(i32, OwnedFd)>>,
-    leftovers: Mutex<Vec<CmdGroup>>,
+    leftovers: Leftovers,
     reaper: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -215,7 +231,7 @@ impl Tracker {
             base,
             seq: AtomicU64::new(0),
             sentinel: Mutex::new(sentinel),
-            leftovers: Mutex::new(Vec::new()),
+            leftovers: Leftovers::default(),
             reaper: Mutex::new(reaper),
         }
     }
@@ -231,11 +247,12 @@ impl Tracker {
     /// Called when a command's process has ended: drops its cgroup once empty, keeping it
     /// (for the daemon's exit) while descendants run.
     pub(crate) fn ended(&self, group: CmdGroup) {
-        let mut left = lock(&self.leftovers);
-        left.retain(|g| !g.try_remove());
-        if !group.try_remove() {
-            left.push(group);
-        }
+        self.leftovers.ended(group);
+    }
+
+    /// Where a cgroup goes when its command ended, for code that cannot borrow the tracker.
+    pub(crate) fn leftovers(&self) -> Leftovers {
+        self.leftovers.clone()
     }
 
     /// Kills every descendant of every command, ended ones included (daemon exit).
@@ -368,11 +385,19 @@ pub(crate) fn stat(pid: i32) -> Option<(char, i32, i32, i32)> {
     Some((state, ppid, pgrp, sid))
 }
 
-/// Reaps zombie orphans now. Holds [`DIRECT`] so a command being spawned is never taken.
+/// Reaps zombie orphans now. Holds [`DIRECT`] while it reaps, so a command being spawned is
+/// never taken; the `/proc` scan (one file per process on the machine, slow under load) runs
+/// before, without it, so spawns do not wait for the scan. A pid found in the scan is checked
+/// against [`DIRECT`] under the lock: while the lock is held every command forked so far is in
+/// it, and `WNOHANG` leaves a pid that has been reused by a running process alone.
 pub(crate) fn reap_orphans_once() {
     let me = std::process::id() as i32;
+    let zombies = orphan_zombies(me);
+    if zombies.is_empty() {
+        return;
+    }
     let guard = direct();
-    for pid in orphan_zombies(me) {
+    for pid in zombies {
         if guard.as_ref().is_some_and(|s| s.contains(&pid)) {
             continue;
         }
