@@ -43,6 +43,10 @@ pub struct ServerStream<M> {
     split: Option<fn(&[u32]) -> bool>,
     /// The payload being delivered in pieces, when one is.
     piece: Option<Piece>,
+    /// gRPC-Web framing: the status comes in a flagged frame of the body.
+    web: bool,
+    /// The status of a gRPC-Web trailers frame, once decoded.
+    web_status: Option<Status>,
     _message: PhantomData<fn() -> M>,
 }
 
@@ -79,10 +83,23 @@ impl<M> std::fmt::Debug for ServerStream<M> {
     }
 }
 
+/// How a call's messages and final status are framed on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// gRPC over HTTP/2: the status in HTTP trailers.
+    Grpc,
+    /// gRPC-Web (binary) over HTTP/1.1: the status in a last, flagged frame of the body.
+    GrpcWeb,
+}
+
+/// gRPC-Web's flag for the frame that carries the trailers.
+const WEB_TRAILERS_FLAG: u8 = 0x80;
+
 /// Calls `path` with `request` on `channel` and returns its message stream once the response
 /// headers are in (an error status in them, or a transport failure, is the `Err`).
 pub(crate) async fn server_streaming<Req, Resp>(
     channel: EnvdChannel,
+    framing: Framing,
     path: &'static str,
     request: tonic::Request<Req>,
 ) -> Result<ServerStream<Resp>, Status>
@@ -103,17 +120,23 @@ where
     let mut req = Request::new(Body::new(http_body_util::Full::new(body.freeze())));
     *req.method_mut() = Method::POST;
     *req.uri_mut() = http::Uri::from_static(path);
-    *req.version_mut() = http::Version::HTTP_2;
     *req.headers_mut() = metadata.into_headers();
+    let (version, content_type) = match framing {
+        Framing::Grpc => (http::Version::HTTP_2, "application/grpc"),
+        Framing::GrpcWeb => (http::Version::HTTP_11, "application/grpc-web+proto"),
+    };
+    *req.version_mut() = version;
     let headers = req.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(TE, HeaderValue::from_static("trailers"));
 
     let resp = channel
         .oneshot(req)
         .await
         .map_err(|e| Status::from_error(Box::new(e)))?;
-    ServerStream::from_response(resp)
+    let mut stream = ServerStream::from_response(resp)?;
+    stream.web = framing == Framing::GrpcWeb;
+    Ok(stream)
 }
 
 impl<M: prost::Message + Default> ServerStream<M> {
@@ -135,6 +158,8 @@ impl<M: prost::Message + Default> ServerStream<M> {
             done,
             split: None,
             piece: None,
+            web: false,
+            web_status: None,
             _message: PhantomData,
         })
     }
@@ -239,6 +264,15 @@ impl<M: prost::Message + Default> ServerStream<M> {
                 "envd sent a {len}-byte message; the limit is {MAX_STREAM_MESSAGE_BYTES}"
             )));
         }
+        if self.web && header[0] & WEB_TRAILERS_FLAG != 0 {
+            if self.frames.len < 5 + len {
+                return Ok(None);
+            }
+            self.frames.advance(5);
+            let block = self.frames.copy_to_bytes(len);
+            self.web_status = Some(web_trailers_status(&block)?);
+            return Ok(None);
+        }
         if let Some(is_payload) = self.split {
             match self.prefix(len, is_payload) {
                 Prefix::Payload { piece, header } if piece.remaining > 0 => {
@@ -277,6 +311,12 @@ impl<M: prost::Message + Default> futures_core::Stream for ServerStream<M> {
                     this.frames = Frames::default();
                     this.piece = None;
                     return Poll::Ready(Some(Err(status)));
+                }
+            }
+            if let Some(status) = this.web_status.take() {
+                this.done = true;
+                if let Some(item) = this.end(status) {
+                    return Poll::Ready(Some(item));
                 }
             }
             if this.done {
@@ -329,6 +369,29 @@ impl<M> ServerStream<M> {
         }
         None
     }
+}
+
+/// The status in a gRPC-Web trailers block (`name: value` lines ended by CRLF); a block without
+/// `grpc-status` is `unknown`.
+fn web_trailers_status(block: &[u8]) -> Result<Status, Status> {
+    let bad = |what: &str| Status::internal(format!("envd sent a bad gRPC-Web trailer: {what}"));
+    let mut map = http::HeaderMap::new();
+    for line in block.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            continue;
+        }
+        let colon = line
+            .iter()
+            .position(|&b| b == b':')
+            .ok_or_else(|| bad("a line without ':'"))?;
+        let name = http::HeaderName::from_bytes(line[..colon].trim_ascii())
+            .map_err(|_| bad("an invalid name"))?;
+        let value = HeaderValue::from_bytes(line[colon + 1..].trim_ascii())
+            .map_err(|_| bad("an invalid value"))?;
+        map.append(name, value);
+    }
+    Ok(Status::from_header_map(&map).unwrap_or_else(|| Status::unknown(MISSING_STATUS)))
 }
 
 /// gRPC's mapping for a response without `grpc-status` and an HTTP status other than 200.
@@ -739,5 +802,56 @@ mod tests {
             let head = nested_bytes_prefix(&[1, 2, 1], len);
             assert_eq!(&enc[..enc.len() - len], &head[..], "len {len}");
         }
+    }
+
+    fn web_trailers(text: &str) -> Bytes {
+        let mut out = vec![WEB_TRAILERS_FLAG];
+        out.extend_from_slice(&(text.len() as u32).to_be_bytes());
+        out.extend_from_slice(text.as_bytes());
+        Bytes::from(out)
+    }
+
+    async fn collect_web(frames: Vec<Bytes>) -> Vec<Result<StartResponse, Status>> {
+        let mut s = ServerStream::<StartResponse>::from_response(response(frames, None)).unwrap();
+        s.web = true;
+        s.split_payloads(output_path).collect().await
+    }
+
+    #[tokio::test]
+    async fn grpc_web_trailers_in_the_body_end_the_stream() {
+        let m = data(Bytes::from_static(b"hello"));
+        let mut wire = framed(&m);
+        wire.extend_from_slice(&web_trailers("grpc-status:0\r\ngrpc-message:\r\n"));
+        // Split everywhere: the trailers frame is decoded once whole.
+        for cut in 1..wire.len() {
+            let frames = vec![
+                Bytes::copy_from_slice(&wire[..cut]),
+                Bytes::copy_from_slice(&wire[cut..]),
+            ];
+            let got = collect_web(frames).await;
+            let got: Vec<StartResponse> = got.into_iter().map(|r| r.unwrap()).collect();
+            let joined: Vec<u8> = got.iter().flat_map(|m| stdout(m).to_vec()).collect();
+            assert_eq!(joined, b"hello", "cut {cut}");
+        }
+        // An error status, with the header names in any case and spaces around values.
+        let mut wire = framed(&m);
+        wire.extend_from_slice(&web_trailers(
+            "Grpc-Status: 5\r\ngrpc-message: no%20such%20process\r\n",
+        ));
+        let got = collect_web(vec![Bytes::from(wire)]).await;
+        assert_eq!(got.len(), 2);
+        let err = got[1].as_ref().unwrap_err();
+        assert_eq!(err.code(), Code::NotFound);
+        assert_eq!(err.message(), "no such process");
+        // No trailers frame at all, or bytes after it.
+        let got = collect_web(vec![Bytes::from(framed(&m))]).await;
+        assert_eq!(got[1].as_ref().unwrap_err().code(), Code::Unknown);
+        let mut wire = web_trailers("grpc-status:0\r\n").to_vec();
+        wire.extend_from_slice(&framed(&m));
+        let got = collect_web(vec![Bytes::from(wire)]).await;
+        assert_eq!(got[0].as_ref().unwrap_err().code(), Code::Internal);
+        // A trailer line that is not `name: value`.
+        let got = collect_web(vec![web_trailers("grpc-status 0\r\n")]).await;
+        assert_eq!(got[0].as_ref().unwrap_err().code(), Code::Internal);
     }
 }
