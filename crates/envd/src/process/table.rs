@@ -439,9 +439,10 @@ const BULK_READ: usize = 64 * 1024;
 /// from it has been sent and dropped (its memory is then reused as it is: mapped, and warm in
 /// the cache), else a fresh block is allocated. A fast producer thus cycles through a few
 /// blocks instead of faulting in a fresh megabyte per read, which was most of the daemon's page
-/// faults (65–100 k per streamed GiB, 3–8 k with the spares). A pump holds at most `1 + SPARE_BLOCKS` blocks of [`PIPE_CHUNK`],
-/// and only while its reads are bulk (at least [`BULK_READ`]); chunks still queued or in
-/// flight keep their own block alive, as before, within the subscriber's byte budget.
+/// faults (5–100 k per streamed GiB, 2–14 k with the spares). A pump holds at most
+/// `1 + SPARE_BLOCKS` blocks of [`PIPE_CHUNK`], and only while its reads are bulk (at least
+/// [`BULK_READ`]); chunks still queued or in flight keep their own block alive, as before,
+/// within the subscriber's byte budget.
 struct ReadBlocks {
     current: BytesMut,
     spares: std::collections::VecDeque<BytesMut>,
