@@ -28,6 +28,14 @@ use crate::stdin::StdinWriter;
 const START_PATH: &str = "/process.Process/Start";
 const CONNECT_PATH: &str = "/process.Process/Connect";
 
+/// The field paths of an output chunk in a `StartResponse` / `ConnectResponse`: `event` (1) →
+/// `ProcessEvent.data` (2) → `DataEvent.stdout` / `stderr` / `pty` (1, 2, 3). A chunk that
+/// spans several received frames is delivered as one event per frame, each a slice of it,
+/// instead of being gathered with a copy (chunk boundaries carry no meaning).
+fn is_output_payload(path: &[u32]) -> bool {
+    matches!(path, [1, 2, 1..=3])
+}
+
 /// A response of a process stream (`Start`, `Connect`): each carries one process event.
 trait ProcessResponse: prost::Message + Default + Send + 'static {
     fn into_event(self) -> Option<Event>;
@@ -256,7 +264,8 @@ impl Commands {
             let stream = conn
                 .server_streaming::<Req, Resp>(path, req)
                 .await
-                .map_err(CommandError::from)?;
+                .map_err(CommandError::from)?
+                .split_payloads(is_output_payload);
             let mut events: ProcessEvents = stream.map(|r| r.map(Resp::into_event)).boxed();
             loop {
                 match events.next().await {

@@ -131,7 +131,11 @@ fn tls_config(endpoint: &EnvdEndpoint) -> Result<rustls::ClientConfig, EnvdError
     Ok(config)
 }
 
-pub(crate) fn grpc_web(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
+/// The gRPC-Web transport: the channel for every RPC (tonic-web's client layer over HTTP/1.1),
+/// and a raw channel on the same connection pool that sends requests as they are, for the
+/// server streams [`ServerStream`](crate::ServerStream) decodes itself (gRPC-Web framing,
+/// trailers in the body) without tonic-web's copy of every received byte.
+pub(crate) fn grpc_web(endpoint: &EnvdEndpoint) -> Result<(EnvdChannel, EnvdChannel), EnvdError> {
     let uri = parse_uri(&endpoint.url)?;
     let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
     http.enforce_http(false);
@@ -142,26 +146,32 @@ pub(crate) fn grpc_web(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError
         .https_or_http()
         .enable_http1()
         .wrap_connector(http);
-    let client: HyperClient<_, tonic_web::GrpcWebCall<Body>> =
-        HyperClient::builder(TokioExecutor::new()).build(connector);
+    let client: HyperClient<_, Body> = HyperClient::builder(TokioExecutor::new()).build(connector);
+    let full_uri = move |mut req: Request<Body>| {
+        // The generated client sends origin-form URIs; give hyper the full one.
+        let path = req
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str().to_owned())
+            .unwrap_or_default();
+        let mut parts = uri.clone().into_parts();
+        parts.path_and_query = path.parse().ok();
+        if let Ok(full) = http::Uri::from_parts(parts) {
+            *req.uri_mut() = full;
+        }
+        req
+    };
     let svc = ServiceBuilder::new()
-        .map_request(move |mut req: Request<Body>| {
-            // The generated client sends origin-form URIs; give hyper the full one.
-            let path = req
-                .uri()
-                .path_and_query()
-                .map(|p| p.as_str().to_owned())
-                .unwrap_or_default();
-            let mut parts = uri.clone().into_parts();
-            parts.path_and_query = path.parse().ok();
-            if let Ok(full) = http::Uri::from_parts(parts) {
-                *req.uri_mut() = full;
-            }
-            req
-        })
+        .map_request(full_uri.clone())
         .layer(tonic_web::GrpcWebClientLayer::new())
+        .map_request(|req: Request<tonic_web::GrpcWebCall<Body>>| req.map(Body::new))
+        .service(client.clone())
+        .map_response(|resp| resp.map(Body::new))
+        .map_err(ChannelError::new);
+    let raw = ServiceBuilder::new()
+        .map_request(full_uri)
         .service(client)
         .map_response(|resp| resp.map(Body::new))
         .map_err(ChannelError::new);
-    Ok(BoxCloneSyncService::new(svc))
+    Ok((BoxCloneSyncService::new(svc), BoxCloneSyncService::new(raw)))
 }

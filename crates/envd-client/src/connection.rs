@@ -29,6 +29,8 @@ struct Inner {
     endpoint: EnvdEndpoint,
     transport: Transport,
     channel: EnvdChannel,
+    /// gRPC-Web only: the same connections without tonic-web's layer, for server streams.
+    web_streams: Option<EnvdChannel>,
     http: reqwest::Client,
 }
 
@@ -52,11 +54,14 @@ impl EnvdConnection {
     /// Call it inside a Tokio runtime: the channel spawns its connection task there.
     pub fn new(endpoint: EnvdEndpoint) -> Result<Self, EnvdError> {
         let transport = endpoint.resolved_transport();
-        let raw = match transport {
-            Transport::GrpcWeb => channel::grpc_web(&endpoint)?,
-            _ => channel::h2c(&endpoint)?,
+        let (raw, web_streams) = match transport {
+            Transport::GrpcWeb => {
+                let (rpc, streams) = channel::grpc_web(&endpoint)?;
+                (rpc, Some(streams))
+            }
+            _ => (channel::h2c(&endpoint)?, None),
         };
-        Self::build(endpoint, transport, raw)
+        Self::build(endpoint, transport, raw, web_streams)
     }
 
     /// A connection whose RPCs go through `service` instead of a network transport, while REST
@@ -73,28 +78,39 @@ impl EnvdConnection {
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        Self::build(endpoint, Transport::Grpc, channel::from_service(service))
+        Self::build(
+            endpoint,
+            Transport::Grpc,
+            channel::from_service(service),
+            None,
+        )
     }
 
     fn build(
         endpoint: EnvdEndpoint,
         transport: Transport,
         raw: EnvdChannel,
+        web_streams: Option<EnvdChannel>,
     ) -> Result<Self, EnvdError> {
         // envd's headers, built once: the channel adds them to every RPC, the REST client has
         // them as defaults.
-        let base = static_headers(&endpoint)?;
-        let default_headers = base.clone();
-        let channel = BoxCloneSyncService::new(
-            ServiceBuilder::new()
-                .map_request(move |mut req: Request<Body>| {
-                    for (name, value) in &base {
-                        req.headers_mut().insert(name, value.clone());
-                    }
-                    req
-                })
-                .service(raw),
-        );
+        let base = std::sync::Arc::new(static_headers(&endpoint)?);
+        let default_headers = (*base).clone();
+        let with_headers = |raw: EnvdChannel| {
+            let base = base.clone();
+            BoxCloneSyncService::new(
+                ServiceBuilder::new()
+                    .map_request(move |mut req: Request<Body>| {
+                        for (name, value) in base.iter() {
+                            req.headers_mut().insert(name, value.clone());
+                        }
+                        req
+                    })
+                    .service(raw),
+            )
+        };
+        let channel = with_headers(raw);
+        let web_streams = web_streams.map(with_headers);
         let mut http = reqwest::Client::builder().default_headers(default_headers);
         for der in &endpoint.extra_root_certificates {
             let cert = reqwest::Certificate::from_der(der).map_err(|e| {
@@ -113,6 +129,7 @@ impl EnvdConnection {
                 endpoint,
                 transport,
                 channel,
+                web_streams,
                 http,
             }),
         })
@@ -213,7 +230,26 @@ impl EnvdConnection {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
-        crate::stream::server_streaming(self.channel(), path, request).await
+        match &self.inner.web_streams {
+            Some(web) => {
+                crate::stream::server_streaming(
+                    web.clone(),
+                    crate::stream::Framing::GrpcWeb,
+                    path,
+                    request,
+                )
+                .await
+            }
+            None => {
+                crate::stream::server_streaming(
+                    self.channel(),
+                    crate::stream::Framing::Grpc,
+                    path,
+                    request,
+                )
+                .await
+            }
+        }
     }
 
     /// An HTTP client for envd's REST routes (`/files`, `/health`, ...), with envd's headers set.

@@ -5,7 +5,10 @@
 //! received frames as they are (`Bytes`) and decodes each message straight from them: a
 //! `bytes` field that lies within one frame (a whole output chunk from our daemon, which sends
 //! a chunk's few header bytes and the chunk itself as separate frames) is handed out as a slice
-//! of that frame. Fields that straddle frames are gathered with one copy, as tonic would.
+//! of that frame. Fields that straddle frames are gathered with one copy, as tonic would,
+//! unless the stream was told which `bytes` fields it may deliver in pieces
+//! ([`ServerStream::split_payloads`]): such a field is then handed out as one message per
+//! received frame it spans, each a slice of that frame, as soon as the frame is in.
 //!
 //! Status handling follows tonic's client: `grpc-status` in the response headers
 //! (trailers-only), an HTTP status other than 200 mapped as gRPC specifies, `grpc-status` in
@@ -36,7 +39,38 @@ pub struct ServerStream<M> {
     frames: Frames,
     /// The response ended (trailers seen, an error returned, or the body finished).
     done: bool,
+    /// Which field paths hold a `bytes` payload that may be delivered in pieces.
+    split: Option<fn(&[u32]) -> bool>,
+    /// The payload being delivered in pieces, when one is.
+    piece: Option<Piece>,
+    /// gRPC-Web framing: the status comes in a flagged frame of the body.
+    web: bool,
+    /// The status of a gRPC-Web trailers frame, once decoded.
+    web_status: Option<Status>,
     _message: PhantomData<fn() -> M>,
+}
+
+/// Deepest field path [`ServerStream::split_payloads`] looks at.
+const MAX_SPLIT_DEPTH: usize = 4;
+/// How many bytes of a message's start are enough to find a split payload's field path.
+const SPLIT_PEEK: usize = 5 + MAX_SPLIT_DEPTH * 15;
+
+/// A payload delivered in pieces: its field path and the bytes of it still to come.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    path: [u32; MAX_SPLIT_DEPTH],
+    depth: usize,
+    remaining: usize,
+}
+
+/// What the start of a buffered message says about splitting it.
+enum Prefix {
+    /// Not a splittable payload message: decode it whole.
+    No,
+    /// Too few bytes buffered to tell.
+    NeedMore,
+    /// A splittable payload: `header` bytes (envelope and field tags and lengths) before it.
+    Payload { piece: Piece, header: usize },
 }
 
 impl<M> std::fmt::Debug for ServerStream<M> {
@@ -44,14 +78,28 @@ impl<M> std::fmt::Debug for ServerStream<M> {
         f.debug_struct("ServerStream")
             .field("buffered", &self.frames.len)
             .field("done", &self.done)
+            .field("piece", &self.piece)
             .finish_non_exhaustive()
     }
 }
+
+/// How a call's messages and final status are framed on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// gRPC over HTTP/2: the status in HTTP trailers.
+    Grpc,
+    /// gRPC-Web (binary) over HTTP/1.1: the status in a last, flagged frame of the body.
+    GrpcWeb,
+}
+
+/// gRPC-Web's flag for the frame that carries the trailers.
+const WEB_TRAILERS_FLAG: u8 = 0x80;
 
 /// Calls `path` with `request` on `channel` and returns its message stream once the response
 /// headers are in (an error status in them, or a transport failure, is the `Err`).
 pub(crate) async fn server_streaming<Req, Resp>(
     channel: EnvdChannel,
+    framing: Framing,
     path: &'static str,
     request: tonic::Request<Req>,
 ) -> Result<ServerStream<Resp>, Status>
@@ -72,17 +120,23 @@ where
     let mut req = Request::new(Body::new(http_body_util::Full::new(body.freeze())));
     *req.method_mut() = Method::POST;
     *req.uri_mut() = http::Uri::from_static(path);
-    *req.version_mut() = http::Version::HTTP_2;
     *req.headers_mut() = metadata.into_headers();
+    let (version, content_type) = match framing {
+        Framing::Grpc => (http::Version::HTTP_2, "application/grpc"),
+        Framing::GrpcWeb => (http::Version::HTTP_11, "application/grpc-web+proto"),
+    };
+    *req.version_mut() = version;
     let headers = req.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(TE, HeaderValue::from_static("trailers"));
 
     let resp = channel
         .oneshot(req)
         .await
         .map_err(|e| Status::from_error(Box::new(e)))?;
-    ServerStream::from_response(resp)
+    let mut stream = ServerStream::from_response(resp)?;
+    stream.web = framing == Framing::GrpcWeb;
+    Ok(stream)
 }
 
 impl<M: prost::Message + Default> ServerStream<M> {
@@ -102,12 +156,100 @@ impl<M: prost::Message + Default> ServerStream<M> {
             body,
             frames: Frames::default(),
             done,
+            split: None,
+            piece: None,
+            web: false,
+            web_status: None,
             _message: PhantomData,
         })
     }
 
+    /// Lets the stream deliver a large `bytes` field in pieces instead of gathering it with a
+    /// copy when it spans several received frames (an HTTP/2 flow-control window or frame
+    /// limit cut it): `is_payload` is given a field path (outermost field number first) and
+    /// says whether the field there is such a payload.
+    ///
+    /// Only a message made of exactly one length-delimited field at every level of that path
+    /// (as envd's output events are: `StartResponse.event` → `ProcessEvent.data` →
+    /// `DataEvent.stdout`) is split, into messages of the same shape whose payloads, in order,
+    /// are the original one; each piece is a slice of one received frame and is handed out as
+    /// soon as that frame is in. Use it only where consecutive pieces mean the same as their
+    /// concatenation (process output, whose chunk boundaries carry no meaning). Other messages
+    /// are decoded whole, as before.
+    #[must_use]
+    pub fn split_payloads(mut self, is_payload: fn(&[u32]) -> bool) -> Self {
+        self.split = Some(is_payload);
+        self
+    }
+
+    /// Reads the field path at the start of a `len`-byte message whose envelope starts the
+    /// buffered bytes.
+    fn prefix(&self, len: usize, is_payload: fn(&[u32]) -> bool) -> Prefix {
+        let want = (5 + len).min(SPLIT_PEEK);
+        let (peeked, filled) = self.frames.peek_upto::<SPLIT_PEEK>(want);
+        let head = &peeked[..filled];
+        let end = 5 + len;
+        let mut pos = 5;
+        let mut piece = Piece {
+            path: [0; MAX_SPLIT_DEPTH],
+            depth: 0,
+            remaining: 0,
+        };
+        while piece.depth < MAX_SPLIT_DEPTH {
+            let mut rest = &head[pos.min(head.len())..];
+            let before = rest.len();
+            let (Ok(tag), Ok(field_len)) = (
+                prost::encoding::decode_varint(&mut rest),
+                prost::encoding::decode_varint(&mut rest),
+            ) else {
+                // A varint cut off by the end of what was peeked: more may tell, unless the
+                // whole message (or all we look at) is here.
+                return if head.len() < want {
+                    Prefix::NeedMore
+                } else {
+                    Prefix::No
+                };
+            };
+            pos += before - rest.len();
+            let (Ok(field), Ok(field_len)) = (u32::try_from(tag >> 3), usize::try_from(field_len))
+            else {
+                return Prefix::No;
+            };
+            // Length-delimited and reaching exactly to the end of the message.
+            if tag & 7 != 2 || field == 0 || pos.checked_add(field_len) != Some(end) {
+                return Prefix::No;
+            }
+            piece.path[piece.depth] = field;
+            piece.depth += 1;
+            if is_payload(&piece.path[..piece.depth]) {
+                piece.remaining = field_len;
+                return Prefix::Payload { piece, header: pos };
+            }
+        }
+        Prefix::No
+    }
+
+    /// The next piece of the payload being split, if a frame holds some of it.
+    fn next_piece(&mut self, mut piece: Piece) -> Result<Option<M>, Status> {
+        let Some(front) = self.frames.chunks.front() else {
+            self.piece = Some(piece);
+            return Ok(None);
+        };
+        let n = piece.remaining.min(front.len());
+        let data = self.frames.copy_to_bytes(n);
+        piece.remaining -= n;
+        self.piece = (piece.remaining > 0).then_some(piece);
+        let head = nested_bytes_prefix(&piece.path[..piece.depth], n);
+        M::decode(head.chain(data))
+            .map(Some)
+            .map_err(|e| Status::internal(format!("cannot decode envd's message: {e}")))
+    }
+
     /// Decodes the next complete message from the buffered frames, if there is one.
     fn decode_next(&mut self) -> Result<Option<M>, Status> {
+        if let Some(piece) = self.piece.take() {
+            return self.next_piece(piece);
+        }
         let Some(header) = self.frames.peek::<5>() else {
             return Ok(None);
         };
@@ -121,6 +263,25 @@ impl<M: prost::Message + Default> ServerStream<M> {
             return Err(Status::resource_exhausted(format!(
                 "envd sent a {len}-byte message; the limit is {MAX_STREAM_MESSAGE_BYTES}"
             )));
+        }
+        if self.web && header[0] & WEB_TRAILERS_FLAG != 0 {
+            if self.frames.len < 5 + len {
+                return Ok(None);
+            }
+            self.frames.advance(5);
+            let block = self.frames.copy_to_bytes(len);
+            self.web_status = Some(web_trailers_status(&block)?);
+            return Ok(None);
+        }
+        if let Some(is_payload) = self.split {
+            match self.prefix(len, is_payload) {
+                Prefix::Payload { piece, header } if piece.remaining > 0 => {
+                    self.frames.advance(header);
+                    return self.next_piece(piece);
+                }
+                Prefix::NeedMore => return Ok(None),
+                Prefix::Payload { .. } | Prefix::No => {}
+            }
         }
         if self.frames.len < 5 + len {
             return Ok(None);
@@ -148,7 +309,14 @@ impl<M: prost::Message + Default> futures_core::Stream for ServerStream<M> {
                 Err(status) => {
                     this.done = true;
                     this.frames = Frames::default();
+                    this.piece = None;
                     return Poll::Ready(Some(Err(status)));
+                }
+            }
+            if let Some(status) = this.web_status.take() {
+                this.done = true;
+                if let Some(item) = this.end(status) {
+                    return Poll::Ready(Some(item));
                 }
             }
             if this.done {
@@ -192,8 +360,8 @@ impl<M> ServerStream<M> {
         if status.code() != Code::Ok {
             return Some(Err(status));
         }
-        if self.frames.len > 0 {
-            let left = self.frames.len;
+        if self.frames.len > 0 || self.piece.is_some() {
+            let left = self.frames.len + self.piece.take().map_or(0, |p| p.remaining);
             self.frames = Frames::default();
             return Some(Err(Status::internal(format!(
                 "envd's stream ended inside a message ({left} bytes left over)"
@@ -201,6 +369,29 @@ impl<M> ServerStream<M> {
         }
         None
     }
+}
+
+/// The status in a gRPC-Web trailers block (`name: value` lines ended by CRLF); a block without
+/// `grpc-status` is `unknown`.
+fn web_trailers_status(block: &[u8]) -> Result<Status, Status> {
+    let bad = |what: &str| Status::internal(format!("envd sent a bad gRPC-Web trailer: {what}"));
+    let mut map = http::HeaderMap::new();
+    for line in block.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            continue;
+        }
+        let colon = line
+            .iter()
+            .position(|&b| b == b':')
+            .ok_or_else(|| bad("a line without ':'"))?;
+        let name = http::HeaderName::from_bytes(line[..colon].trim_ascii())
+            .map_err(|_| bad("an invalid name"))?;
+        let value = HeaderValue::from_bytes(line[colon + 1..].trim_ascii())
+            .map_err(|_| bad("an invalid value"))?;
+        map.append(name, value);
+    }
+    Ok(Status::from_header_map(&map).unwrap_or_else(|| Status::unknown(MISSING_STATUS)))
 }
 
 /// gRPC's mapping for a response without `grpc-status` and an HTTP status other than 200.
@@ -255,6 +446,42 @@ impl Frames {
         }
         Some(out)
     }
+
+    /// The first `want` bytes (at most `N`), or all that is buffered when that is fewer, and
+    /// how many that is.
+    fn peek_upto<const N: usize>(&self, want: usize) -> ([u8; N], usize) {
+        let want = want.min(N).min(self.len);
+        let mut out = [0u8; N];
+        let mut filled = 0;
+        for chunk in &self.chunks {
+            if filled == want {
+                break;
+            }
+            let n = (want - filled).min(chunk.len());
+            out[filled..filled + n].copy_from_slice(&chunk[..n]);
+            filled += n;
+        }
+        (out, filled)
+    }
+}
+
+/// The encoding of the field path `fields` (outermost first) down to a `payload_len`-byte
+/// length-delimited field, each level a message holding only the next: tag and length per
+/// level. `prefix ++ payload` is what prost writes for the same nesting.
+fn nested_bytes_prefix(fields: &[u32], payload_len: usize) -> Bytes {
+    use prost::encoding::{encode_varint, encoded_len_varint};
+    let mut lens = [0u64; MAX_SPLIT_DEPTH];
+    let mut len = payload_len as u64;
+    for (i, &field) in fields.iter().enumerate().rev() {
+        lens[i] = len;
+        len += (encoded_len_varint(u64::from(field) << 3 | 2) + encoded_len_varint(len)) as u64;
+    }
+    let mut buf = BytesMut::with_capacity(fields.len() * 15);
+    for (&field, &len) in fields.iter().zip(lens.iter()) {
+        encode_varint(u64::from(field) << 3 | 2, &mut buf);
+        encode_varint(len, &mut buf);
+    }
+    buf.freeze()
 }
 
 impl Buf for Frames {
@@ -467,6 +694,164 @@ mod tests {
         junk.extend_from_slice(&[0xff, 0xff, 0xff]);
         let got = collect(response(vec![Bytes::from(junk)], Some(ok_trailers()))).await;
         assert_eq!(got.len(), 1, "the stream stops at the bad message");
+        assert_eq!(got[0].as_ref().unwrap_err().code(), Code::Internal);
+    }
+
+    fn output_path(path: &[u32]) -> bool {
+        matches!(path, [1, 2, 1..=3])
+    }
+
+    async fn collect_split(resp: Response<Body>) -> Vec<Result<StartResponse, Status>> {
+        match ServerStream::<StartResponse>::from_response(resp) {
+            Ok(s) => s.split_payloads(output_path).collect().await,
+            Err(e) => vec![Err(e)],
+        }
+    }
+
+    fn start_event() -> StartResponse {
+        use e2b_envd_proto::process::process_event::StartEvent;
+        StartResponse {
+            event: Some(ProcessEvent {
+                event: Some(Event::Start(StartEvent { pid: 42 })),
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn split_payloads_deliver_each_frame_as_a_slice() {
+        let payload: Vec<u8> = (0..300u32).map(|i| (i % 251) as u8).collect();
+        let msgs = [
+            start_event(),
+            data(Bytes::from(payload.clone())),
+            data(Bytes::from_static(b"tail")),
+        ];
+        let wire: Vec<u8> = msgs.iter().flat_map(framed).collect();
+        for a in 1..wire.len() {
+            for b in [a + 1, a + 7, a + 150, wire.len()] {
+                let b = b.min(wire.len());
+                let frames: Vec<Bytes> = [&wire[..a], &wire[a..b], &wire[b..]]
+                    .iter()
+                    .filter(|f| !f.is_empty())
+                    .map(|f| Bytes::copy_from_slice(f))
+                    .collect();
+                let ptrs: Vec<(usize, usize)> = frames
+                    .iter()
+                    .map(|f| (f.as_ptr() as usize, f.len()))
+                    .collect();
+                let got = collect_split(response(frames, Some(ok_trailers()))).await;
+                let got: Vec<StartResponse> = got.into_iter().map(|r| r.unwrap()).collect();
+                assert_eq!(got[0], msgs[0], "cuts {a},{b}");
+                let mut joined = Vec::new();
+                for m in &got[1..] {
+                    let out = stdout(m);
+                    assert!(!out.is_empty(), "cuts {a},{b}");
+                    let p = out.as_ptr() as usize;
+                    assert!(
+                        ptrs.iter().any(|&(s, l)| p >= s && p + out.len() <= s + l),
+                        "a piece is a slice of one frame (cuts {a},{b})"
+                    );
+                    joined.extend_from_slice(&out);
+                }
+                let mut want = payload.clone();
+                want.extend_from_slice(b"tail");
+                assert_eq!(joined, want, "cuts {a},{b}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn split_payloads_leave_other_messages_whole() {
+        // A data event with a second field is not a single-field chain: decoded whole.
+        let mut wire = Vec::new();
+        let m = data(Bytes::from(vec![1u8; 50]));
+        let mut body = m.encode_to_vec();
+        body.extend_from_slice(&[0x10, 0x01]); // field 2 varint after the event
+        wire.push(0u8);
+        wire.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        wire.extend_from_slice(&body);
+        let frames = vec![
+            Bytes::copy_from_slice(&wire[..20]),
+            Bytes::copy_from_slice(&wire[20..]),
+        ];
+        let got = collect_split(response(frames, Some(ok_trailers()))).await;
+        assert_eq!(got.len(), 1);
+        assert_eq!(stdout(got[0].as_ref().unwrap()).len(), 50);
+    }
+
+    #[tokio::test]
+    async fn a_stream_ending_inside_a_split_payload_is_an_error() {
+        let wire = framed(&data(Bytes::from(vec![3u8; 100])));
+        let got = collect_split(response(
+            vec![Bytes::copy_from_slice(&wire[..60])],
+            Some(ok_trailers()),
+        ))
+        .await;
+        let last = got.last().unwrap().as_ref().unwrap_err();
+        assert_eq!(last.code(), Code::Internal);
+        assert!(
+            last.message().contains("ended inside a message"),
+            "{last:?}"
+        );
+    }
+
+    #[test]
+    fn nested_prefix_matches_prost() {
+        for len in [0usize, 1, 127, 128, 16_383, 16_384, 1 << 20] {
+            let m = data(Bytes::from(vec![0u8; len]));
+            let enc = m.encode_to_vec();
+            let head = nested_bytes_prefix(&[1, 2, 1], len);
+            assert_eq!(&enc[..enc.len() - len], &head[..], "len {len}");
+        }
+    }
+
+    fn web_trailers(text: &str) -> Bytes {
+        let mut out = vec![WEB_TRAILERS_FLAG];
+        out.extend_from_slice(&(text.len() as u32).to_be_bytes());
+        out.extend_from_slice(text.as_bytes());
+        Bytes::from(out)
+    }
+
+    async fn collect_web(frames: Vec<Bytes>) -> Vec<Result<StartResponse, Status>> {
+        let mut s = ServerStream::<StartResponse>::from_response(response(frames, None)).unwrap();
+        s.web = true;
+        s.split_payloads(output_path).collect().await
+    }
+
+    #[tokio::test]
+    async fn grpc_web_trailers_in_the_body_end_the_stream() {
+        let m = data(Bytes::from_static(b"hello"));
+        let mut wire = framed(&m);
+        wire.extend_from_slice(&web_trailers("grpc-status:0\r\ngrpc-message:\r\n"));
+        // Split everywhere: the trailers frame is decoded once whole.
+        for cut in 1..wire.len() {
+            let frames = vec![
+                Bytes::copy_from_slice(&wire[..cut]),
+                Bytes::copy_from_slice(&wire[cut..]),
+            ];
+            let got = collect_web(frames).await;
+            let got: Vec<StartResponse> = got.into_iter().map(|r| r.unwrap()).collect();
+            let joined: Vec<u8> = got.iter().flat_map(|m| stdout(m).to_vec()).collect();
+            assert_eq!(joined, b"hello", "cut {cut}");
+        }
+        // An error status, with the header names in any case and spaces around values.
+        let mut wire = framed(&m);
+        wire.extend_from_slice(&web_trailers(
+            "Grpc-Status: 5\r\ngrpc-message: no%20such%20process\r\n",
+        ));
+        let got = collect_web(vec![Bytes::from(wire)]).await;
+        assert_eq!(got.len(), 2);
+        let err = got[1].as_ref().unwrap_err();
+        assert_eq!(err.code(), Code::NotFound);
+        assert_eq!(err.message(), "no such process");
+        // No trailers frame at all, or bytes after it.
+        let got = collect_web(vec![Bytes::from(framed(&m))]).await;
+        assert_eq!(got[1].as_ref().unwrap_err().code(), Code::Unknown);
+        let mut wire = web_trailers("grpc-status:0\r\n").to_vec();
+        wire.extend_from_slice(&framed(&m));
+        let got = collect_web(vec![Bytes::from(wire)]).await;
+        assert_eq!(got[0].as_ref().unwrap_err().code(), Code::Internal);
+        // A trailer line that is not `name: value`.
+        let got = collect_web(vec![web_trailers("grpc-status 0\r\n")]).await;
         assert_eq!(got[0].as_ref().unwrap_err().code(), Code::Internal);
     }
 }

@@ -92,6 +92,14 @@ async fn dispatch(app: App, req: Request<Body>) -> Response<Body> {
         );
     }
     if ct.starts_with("application/grpc-web") {
+        // Binary gRPC-Web server streams (process output, watch events) take our own path,
+        // which writes output payloads without copying them; the rest goes to tonic-web.
+        let base = ct.split(';').next().unwrap_or("").trim();
+        if matches!(base, "application/grpc-web" | "application/grpc-web+proto")
+            && app.connect.is_server_stream(req.uri().path())
+        {
+            return app.connect.handle_grpc_web(req).await;
+        }
         match app.grpc_web.oneshot(req).await {
             Ok(resp) => resp.map(Body::new),
             Err(e) => grpc_error(

@@ -15,6 +15,9 @@ use tonic::Status;
 use super::{ByteStream, StreamItem, stream_items};
 
 const CONTENT_TYPE: HeaderValue = HeaderValue::from_static("application/grpc");
+const WEB_CONTENT_TYPE: HeaderValue = HeaderValue::from_static("application/grpc-web+proto");
+/// gRPC-Web's flag for the body frame that carries the trailers.
+const WEB_TRAILERS_FLAG: u8 = 0x80;
 
 /// Refuses what this path does not serve: non-POST methods and compressed requests.
 pub(super) fn check_request(parts: &http::request::Parts) -> Result<(), Status> {
@@ -69,4 +72,66 @@ pub(super) fn stream_response(inner: ByteStream) -> Response<Body> {
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, CONTENT_TYPE);
     resp
+}
+
+/// gRPC-Web (binary): a trailers-only answer carrying `status` in its headers, as tonic-web
+/// sends one.
+pub(super) fn web_error_response(status: &Status) -> Response<Body> {
+    let mut resp = Response::new(Body::empty());
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, WEB_CONTENT_TYPE);
+    resp.headers_mut().extend(status_headers(status));
+    resp
+}
+
+/// The trailers as gRPC-Web's last body frame: flag `0x80`, length, `name:value\r\n` lines
+/// (what tonic-web writes).
+fn web_trailers_frame(status: &Status) -> Bytes {
+    let mut block = Vec::new();
+    for (name, value) in &status_headers(status) {
+        block.extend_from_slice(name.as_str().as_bytes());
+        block.push(b':');
+        block.extend_from_slice(value.as_bytes());
+        block.extend_from_slice(b"\r\n");
+    }
+    super::encode_envelope(WEB_TRAILERS_FLAG, &block)
+}
+
+/// gRPC-Web (binary) over HTTP/1.1: the streamed messages as [`stream_response`] writes them
+/// (payloads as their own body chunks, uncopied), then the trailers frame in the body.
+pub(super) fn web_stream_response(inner: ByteStream) -> Response<Body> {
+    let frames = stream_items(inner, None).flat_map(|item| {
+        let frames: Vec<Frame<Bytes>> = match item {
+            StreamItem::Message(msg) => msg.into_frames(0).map(Frame::data).collect(),
+            StreamItem::End(result) => {
+                let status = result.err().unwrap_or_else(|| Status::ok(""));
+                vec![Frame::data(web_trailers_frame(&status))]
+            }
+        };
+        futures::stream::iter(frames.into_iter().map(Ok::<_, Infallible>))
+    });
+    let mut resp = Response::new(Body::new(http_body_util::StreamBody::new(frames)));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, WEB_CONTENT_TYPE);
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn web_trailers_frames_are_tonic_webs() {
+        let ok = web_trailers_frame(&Status::ok(""));
+        assert_eq!(&ok[..], b"\x80\0\0\0\x0fgrpc-status:0\r\n");
+        let err = web_trailers_frame(&Status::not_found("no such process"));
+        let text = std::str::from_utf8(&err[5..]).unwrap_or_default();
+        assert_eq!(err[0], WEB_TRAILERS_FLAG);
+        assert_eq!(err.len() - 5, text.len());
+        assert!(text.contains("grpc-status:5\r\n"), "{text}");
+        assert!(
+            text.contains("grpc-message:no%20such%20process\r\n"),
+            "{text}"
+        );
+    }
 }

@@ -294,6 +294,30 @@ impl ConnectRouter {
         }
     }
 
+    /// Serves a binary gRPC-Web (HTTP/1.1, `application/grpc-web[+proto]`) request for a
+    /// server-streaming procedure the same way: payloads uncopied, the trailers as the last
+    /// body frame. Other gRPC-Web calls (and the text encoding) are left to tonic-web.
+    pub(crate) async fn handle_grpc_web(&self, req: Request<Body>) -> Response<Body> {
+        let Some(Method::ServerStream(f)) = self.methods.get(req.uri().path()).cloned() else {
+            return grpc::web_error_response(&Status::unimplemented(format!(
+                "{} is not a server-streaming procedure",
+                req.uri().path()
+            )));
+        };
+        let (parts, body) = req.into_parts();
+        if let Err(status) = grpc::check_request(&parts) {
+            return grpc::web_error_response(&status);
+        }
+        let metadata = MetadataMap::from_headers(parts.headers);
+        match self
+            .call_server_stream(&f, metadata, body, Codec::Proto)
+            .await
+        {
+            Ok(stream) => grpc::web_stream_response(stream),
+            Err(status) => grpc::web_error_response(&status),
+        }
+    }
+
     /// Reads a server-streaming request (exactly one enveloped message) and calls `f` with it.
     async fn call_server_stream(
         &self,
