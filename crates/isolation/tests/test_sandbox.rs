@@ -662,13 +662,7 @@ fn unprivileged_sandbox_is_isolated_with_one_user() {
         secret = secret.display()
     );
     let out = unprivileged(&[], "none", &script);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("ALL-OK"),
-        "status {:?}\nstdout: {stdout}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_all_ok(&out);
     // The setsid orphan died with its sandbox; the host process of the same uid did not.
     let deadline = Instant::now() + Duration::from_secs(5);
     while host_pids_with(&marker) > 0 {
@@ -692,6 +686,18 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// The script of [`unprivileged`] exited 0 after printing `ALL-OK` (else its `FAIL: …` line
+/// and the supervisor's error are shown).
+fn assert_all_ok(out: &std::process::Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("ALL-OK"),
+        "status {:?}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A private mount namespace for the unprivileged supervisor whose `/dev/net/tun` is a new
@@ -726,13 +732,7 @@ fn unprivileged_internet_works_with_an_accessible_tun() {
     let wrap = tun_wrap("0666");
     let wrap: Vec<&str> = wrap.iter().map(String::as_str).collect();
     let out = unprivileged(&wrap, "internet", &script);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("ALL-OK"),
-        "status {:?}\nstdout: {stdout}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_all_ok(&out);
 }
 
 fn unprivileged_internet_without_tun_access_is_named() {
