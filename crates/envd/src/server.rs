@@ -98,7 +98,10 @@ async fn dispatch(app: App, req: Request<Body>) -> Response<Body> {
         if matches!(base, "application/grpc-web" | "application/grpc-web+proto")
             && app.connect.is_server_stream(req.uri().path())
         {
-            return app.connect.handle_grpc_web(req).await;
+            return app
+                .connect
+                .handle_grpc(req, crate::connect::Framing::Web)
+                .await;
         }
         match app.grpc_web.oneshot(req).await {
             Ok(resp) => resp.map(Body::new),
@@ -115,7 +118,10 @@ async fn dispatch(app: App, req: Request<Body>) -> Response<Body> {
         if matches!(base, "application/grpc" | "application/grpc+proto")
             && app.connect.is_server_stream(req.uri().path())
         {
-            return app.connect.handle_grpc(req).await;
+            return app
+                .connect
+                .handle_grpc(req, crate::connect::Framing::Grpc)
+                .await;
         }
         match app.grpc.oneshot(req).await {
             Ok(resp) => resp.map(Body::new),

@@ -46,42 +46,57 @@ fn status_headers(status: &Status) -> HeaderMap {
     headers
 }
 
-/// A trailers-only response carrying `status`.
-pub(super) fn error_response(status: &Status) -> Response<Body> {
-    let mut resp = Response::new(Body::empty());
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, CONTENT_TYPE);
-    resp.headers_mut().extend(status_headers(status));
-    resp
+/// How a server stream's response is framed: gRPC over HTTP/2 (trailers as HTTP trailers) or
+/// binary gRPC-Web over HTTP/1.1 (trailers as the body's last frame, flag `0x80`, as tonic-web
+/// writes them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    Grpc,
+    Web,
 }
 
-/// The streamed response: every message enveloped (payloads as their own frames, uncopied),
-/// then the trailers.
-pub(super) fn stream_response(inner: ByteStream) -> Response<Body> {
-    let frames = stream_items(inner, None).flat_map(|item| {
-        let frames: Vec<Frame<Bytes>> = match item {
-            StreamItem::Message(msg) => msg.into_frames(0).map(Frame::data).collect(),
-            StreamItem::End(result) => {
-                let status = result.err().unwrap_or_else(|| Status::ok(""));
-                vec![Frame::trailers(status_headers(&status))]
-            }
-        };
-        futures::stream::iter(frames.into_iter().map(Ok::<_, Infallible>))
-    });
-    let mut resp = Response::new(Body::new(http_body_util::StreamBody::new(frames)));
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, CONTENT_TYPE);
-    resp
-}
+impl Framing {
+    fn content_type(self) -> HeaderValue {
+        match self {
+            Self::Grpc => CONTENT_TYPE,
+            Self::Web => WEB_CONTENT_TYPE,
+        }
+    }
 
-/// gRPC-Web (binary): a trailers-only answer carrying `status` in its headers, as tonic-web
-/// sends one.
-pub(super) fn web_error_response(status: &Status) -> Response<Body> {
-    let mut resp = Response::new(Body::empty());
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, WEB_CONTENT_TYPE);
-    resp.headers_mut().extend(status_headers(status));
-    resp
+    /// The frame that ends the stream with `status`.
+    fn end_frame(self, status: &Status) -> Frame<Bytes> {
+        match self {
+            Self::Grpc => Frame::trailers(status_headers(status)),
+            Self::Web => Frame::data(web_trailers_frame(status)),
+        }
+    }
+
+    /// A trailers-only response carrying `status` (both framings carry it in the headers).
+    pub(super) fn error_response(self, status: &Status) -> Response<Body> {
+        let mut resp = Response::new(Body::empty());
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, self.content_type());
+        resp.headers_mut().extend(status_headers(status));
+        resp
+    }
+
+    /// The streamed response: every message enveloped (payloads as their own frames,
+    /// uncopied), then the end of the stream.
+    pub(super) fn stream_response(self, inner: ByteStream) -> Response<Body> {
+        let frames = stream_items(inner, None).flat_map(move |item| {
+            let frames: Vec<Frame<Bytes>> = match item {
+                StreamItem::Message(msg) => msg.into_frames(0).map(Frame::data).collect(),
+                StreamItem::End(result) => {
+                    vec![self.end_frame(&result.err().unwrap_or_else(|| Status::ok("")))]
+                }
+            };
+            futures::stream::iter(frames.into_iter().map(Ok::<_, Infallible>))
+        });
+        let mut resp = Response::new(Body::new(http_body_util::StreamBody::new(frames)));
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, self.content_type());
+        resp
+    }
 }
 
 /// The trailers as gRPC-Web's last body frame: flag `0x80`, length, `name:value\r\n` lines
@@ -95,25 +110,6 @@ fn web_trailers_frame(status: &Status) -> Bytes {
         block.extend_from_slice(b"\r\n");
     }
     super::encode_envelope(WEB_TRAILERS_FLAG, &block)
-}
-
-/// gRPC-Web (binary) over HTTP/1.1: the streamed messages as [`stream_response`] writes them
-/// (payloads as their own body chunks, uncopied), then the trailers frame in the body.
-pub(super) fn web_stream_response(inner: ByteStream) -> Response<Body> {
-    let frames = stream_items(inner, None).flat_map(|item| {
-        let frames: Vec<Frame<Bytes>> = match item {
-            StreamItem::Message(msg) => msg.into_frames(0).map(Frame::data).collect(),
-            StreamItem::End(result) => {
-                let status = result.err().unwrap_or_else(|| Status::ok(""));
-                vec![Frame::data(web_trailers_frame(&status))]
-            }
-        };
-        futures::stream::iter(frames.into_iter().map(Ok::<_, Infallible>))
-    });
-    let mut resp = Response::new(Body::new(http_body_util::StreamBody::new(frames)));
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, WEB_CONTENT_TYPE);
-    resp
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ mod codec;
 mod envelope;
 mod errors;
 mod grpc;
+pub(crate) use grpc::Framing;
 mod payload;
 
 use std::collections::HashMap;
@@ -270,51 +271,33 @@ impl ConnectRouter {
         matches!(self.methods.get(path), Some(Method::ServerStream(_)))
     }
 
-    /// Serves a gRPC (HTTP/2, `application/grpc`) request for a server-streaming procedure.
-    /// Same handler as Connect; output payloads go to the socket without being copied into an
-    /// encode buffer (see [`StreamMessage`]). Other gRPC calls are left to tonic.
-    pub(crate) async fn handle_grpc(&self, req: Request<Body>) -> Response<Body> {
+    /// Serves a gRPC (HTTP/2, `application/grpc`) or binary gRPC-Web (HTTP/1.1,
+    /// `application/grpc-web[+proto]`) request for a server-streaming procedure, as `framing`
+    /// says. Same handler as Connect; output payloads go to the socket without being copied
+    /// into an encode buffer (see [`StreamMessage`]). Other gRPC calls (and gRPC-Web's text
+    /// encoding) are left to tonic and tonic-web.
+    pub(crate) async fn handle_grpc(
+        &self,
+        req: Request<Body>,
+        framing: grpc::Framing,
+    ) -> Response<Body> {
         let Some(Method::ServerStream(f)) = self.methods.get(req.uri().path()).cloned() else {
-            return grpc::error_response(&Status::unimplemented(format!(
+            return framing.error_response(&Status::unimplemented(format!(
                 "{} is not a server-streaming procedure",
                 req.uri().path()
             )));
         };
         let (parts, body) = req.into_parts();
         if let Err(status) = grpc::check_request(&parts) {
-            return grpc::error_response(&status);
+            return framing.error_response(&status);
         }
         let metadata = MetadataMap::from_headers(parts.headers);
         match self
             .call_server_stream(&f, metadata, body, Codec::Proto)
             .await
         {
-            Ok(stream) => grpc::stream_response(stream),
-            Err(status) => grpc::error_response(&status),
-        }
-    }
-
-    /// Serves a binary gRPC-Web (HTTP/1.1, `application/grpc-web[+proto]`) request for a
-    /// server-streaming procedure the same way: payloads uncopied, the trailers as the last
-    /// body frame. Other gRPC-Web calls (and the text encoding) are left to tonic-web.
-    pub(crate) async fn handle_grpc_web(&self, req: Request<Body>) -> Response<Body> {
-        let Some(Method::ServerStream(f)) = self.methods.get(req.uri().path()).cloned() else {
-            return grpc::web_error_response(&Status::unimplemented(format!(
-                "{} is not a server-streaming procedure",
-                req.uri().path()
-            )));
-        };
-        let (parts, body) = req.into_parts();
-        if let Err(status) = grpc::check_request(&parts) {
-            return grpc::web_error_response(&status);
-        }
-        let metadata = MetadataMap::from_headers(parts.headers);
-        match self
-            .call_server_stream(&f, metadata, body, Codec::Proto)
-            .await
-        {
-            Ok(stream) => grpc::web_stream_response(stream),
-            Err(status) => grpc::web_error_response(&status),
+            Ok(stream) => framing.stream_response(stream),
+            Err(status) => framing.error_response(&status),
         }
     }
 
