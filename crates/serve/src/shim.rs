@@ -3,11 +3,12 @@
 //! It makes the "no stray process" promise hold even when `e2b serve` is killed with SIGKILL:
 //!
 //! - the shim dies with `e2b serve` (`PR_SET_PDEATHSIG`, set by the runtime before exec);
-//! - it moves its child into a new PID namespace (when permitted: root, or `CAP_SYS_ADMIN`), where
-//!   that child is PID 1, a tiny init that reaps orphans and starts envd;
-//! - the init and envd die with their parent (`PR_SET_PDEATHSIG` again), and when the PID 1 of a
-//!   namespace dies the kernel kills every process left in it: every command the sandbox ran,
-//!   including daemonised grandchildren.
+//! - it starts envd in a new PID namespace (when permitted: root, or `CAP_SYS_ADMIN`), where envd
+//!   is PID 1: orphans of the sandbox are re-parented to envd, which reaps them, and envd needs no
+//!   sentinel process of its own;
+//! - envd dies with the shim (`PR_SET_PDEATHSIG` again), and when the PID 1 of a namespace dies
+//!   the kernel kills every process left in it: every command the sandbox ran, including
+//!   daemonised grandchildren.
 //!
 //! Without permission for a PID namespace the shim runs envd as its plain child: envd still dies
 //! with `e2b serve`, and `e2b serve` kills the sandbox's whole process tree on every orderly stop,
@@ -98,8 +99,8 @@ pub fn sandbox_init(command: &[OsString]) -> i32 {
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
     let own_pid_ns = unshare(CloneFlags::CLONE_NEWPID).is_ok();
-    // SAFETY: the child only calls async-signal-safe functions (prctl, fork, execvp, waitpid,
-    // _exit) on data prepared before the fork, and allocates nothing.
+    // SAFETY: the child only calls async-signal-safe functions (getppid, prctl, execvp, _exit)
+    // on data prepared before the fork, and allocates nothing.
     match unsafe { fork() } {
         Ok(ForkResult::Child) => {
             let parent = getppid();
@@ -108,24 +109,9 @@ pub fn sandbox_init(command: &[OsString]) -> i32 {
                 // SAFETY: see above.
                 unsafe { libc::_exit(1) }
             }
-            if !own_pid_ns {
-                exec(&ptrs);
-            }
-            // PID 1 of the new namespace: start envd, reap orphans, exit with envd.
-            // SAFETY: as above.
-            match unsafe { fork() } {
-                Ok(ForkResult::Child) => {
-                    let _ = set_pdeathsig(Signal::SIGKILL);
-                    exec(&ptrs)
-                }
-                Ok(ForkResult::Parent { child }) => {
-                    let code = wait_for(child);
-                    // SAFETY: as above.
-                    unsafe { libc::_exit(code) }
-                }
-                // SAFETY: as above.
-                Err(_) => unsafe { libc::_exit(1) },
-            }
+            // Without a PID namespace a plain child; with one, PID 1 of it, which reaps the
+            // namespace's orphans (envd does) and whose exit kills everything left in it.
+            exec(&ptrs)
         }
         Ok(ForkResult::Parent { child }) => wait_for(child),
         Err(e) => {

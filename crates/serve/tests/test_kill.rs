@@ -131,3 +131,83 @@ async fn sigkill_of_serve_leaves_no_isolated_process() {
 async fn sigterm_of_serve_leaves_no_process() {
     stop_leaves_nothing(nix::sys::signal::Signal::SIGTERM, "plain").await;
 }
+
+/// `(state, ppid)` of a process, from `/proc/<pid>/stat`.
+fn state_and_parent(pid: i32) -> Option<(char, i32)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut f = s.rsplit_once(')')?.1.split_whitespace();
+    Some((f.next()?.chars().next()?, f.next()?.parse().ok()?))
+}
+
+/// Exited children of `parent` not yet reaped.
+fn zombie_children(parent: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| state_and_parent(*pid) == Some(('Z', parent)))
+        .collect()
+}
+
+/// With a PID namespace (root here), a plain sandbox is two processes: the shim and envd as
+/// PID 1 of the namespace (no init, no sentinel), and envd reaps the sandbox's orphans.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envd_is_pid_1_and_reaps_the_sandboxs_orphans() {
+    if !nix::unistd::Uid::effective().is_root() {
+        panic!("missing: root (a plain sandbox gets its own PID namespace only as root)");
+    }
+    let env = start().await;
+    let sbx = env.create(json!({})).await;
+    let id = id(&sbx);
+    let procs = pids_with(&format!("/{id}/home"));
+    let envd: Vec<i32> = procs
+        .iter()
+        .copied()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| !String::from_utf8_lossy(&c).contains("sandbox-init"))
+        })
+        .collect();
+    assert_eq!(
+        (procs.len(), envd.len()),
+        (2, 1),
+        "a sandbox should be its shim and its envd: {procs:?}"
+    );
+    let envd = envd[0];
+    let status = std::fs::read_to_string(format!("/proc/{envd}/status")).unwrap();
+    let nspid = status.lines().find(|l| l.starts_with("NSpid:")).unwrap();
+    assert!(
+        nspid.trim_end().ends_with("\t1"),
+        "envd is not PID 1 of its namespace: {nspid}"
+    );
+
+    // Orphans: detached short-lived processes, re-parented to envd when their parents exit.
+    let cmds = env.commands(&sbx, Transport::GrpcWeb);
+    cmds.run(
+        "for i in 1 2 3 4 5; do ( sleep 2 </dev/null >/dev/null 2>&1 & ); done; true",
+        e2b_commands::CommandOptions::new(),
+    )
+    .await
+    .unwrap();
+    let orphans = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| state_and_parent(*pid).is_some_and(|(_, p)| p == envd))
+            .count()
+    };
+    assert!(orphans() >= 5, "the orphans were not re-parented to envd");
+    assert!(
+        eventually(Duration::from_secs(15), || orphans() == 0).await,
+        "envd left orphans unreaped: zombies {:?}",
+        zombie_children(envd)
+    );
+    // envd still serves.
+    let out = cmds
+        .run("echo still", e2b_commands::CommandOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "still\n");
+    env.serve.shutdown().await;
+}

@@ -216,14 +216,17 @@ impl Tracker {
                 }
             }
         });
-        let sentinel = base.as_deref().and_then(|b| match start_sentinel(b) {
+        // As the init (PID 1) of a PID namespace, our death makes the kernel kill every
+        // process in it: no sentinel is needed.
+        let sentinel = base.as_deref().filter(|_| !is_pid_namespace_init());
+        let sentinel = sentinel.and_then(|b| match start_sentinel(b) {
             Ok(s) => Some(s),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot start the sentinel that kills commands if the daemon dies");
                 None
             }
         });
-        let reaper = (is_subreaper())
+        let reaper = (is_subreaper() || is_pid_namespace_init())
             .then(|| tokio::runtime::Handle::try_current().ok())
             .flatten()
             .map(|h| h.spawn(reap_orphans_forever()));
@@ -353,26 +356,6 @@ pub(crate) fn is_subreaper() -> bool {
     r == 0 && v != 0
 }
 
-/// Our children that are not commands we spawned (orphans re-parented to us), zombies only.
-fn orphan_zombies(me: i32) -> Vec<i32> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        if let Some((state, ppid, _, _)) = stat(pid)
-            && ppid == me
-            && state == 'Z'
-        {
-            out.push(pid);
-        }
-    }
-    out
-}
-
 /// `(state, ppid, pgrp, session)` from `/proc/<pid>/stat`.
 pub(crate) fn stat(pid: i32) -> Option<(char, i32, i32, i32)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -385,23 +368,50 @@ pub(crate) fn stat(pid: i32) -> Option<(char, i32, i32, i32)> {
     Some((state, ppid, pgrp, sid))
 }
 
-/// Reaps zombie orphans now. Holds [`DIRECT`] while it reaps, so a command being spawned is
-/// never taken; the `/proc` scan (one file per process on the machine, slow under load) runs
-/// before, without it, so spawns do not wait for the scan. A pid found in the scan is checked
-/// against [`DIRECT`] under the lock: while the lock is held every command forked so far is in
-/// it, and `WNOHANG` leaves a pid that has been reused by a running process alone.
-pub(crate) fn reap_orphans_once() {
-    let me = std::process::id() as i32;
-    let zombies = orphan_zombies(me);
-    if zombies.is_empty() {
-        return;
-    }
+/// Whether this process is PID 1 of its PID namespace: orphans of the whole namespace are
+/// re-parented to it, and when it dies the kernel kills the rest of the namespace.
+pub(crate) fn is_pid_namespace_init() -> bool {
+    std::process::id() == 1
+}
+
+/// How a reaping pass ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// No exited child is left to look at.
+    Done,
+    /// The next exited child is a command tokio has not reaped yet; orphans may wait behind it.
+    StoppedAtCommand,
+}
+
+/// Reaps exited children that are not commands we spawned (orphans re-parented to us) now.
+/// `waitid(WNOWAIT)` looks at the next exited child without reaping it. [`DIRECT`] is held
+/// throughout (spawning holds it from fork to insert, so every command forked so far is in it):
+/// an untracked child is reaped; a tracked one is left for tokio, and the pass ends there (the
+/// kernel reports exited children in order; the next pass, after tokio's reap, sees the ones
+/// behind it). No `/proc` scan: it works in a PID namespace whose `/proc` is the host's.
+pub(crate) fn reap_orphans_once() -> Pass {
     let guard = direct();
-    for pid in zombies {
-        if guard.as_ref().is_some_and(|s| s.contains(&pid)) {
-            continue;
+    loop {
+        // SAFETY: an all-zero siginfo_t is a valid value; waitid fills it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid with WNOHANG | WNOWAIT only inspects our children.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_ALL,
+                0,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        // SAFETY: si_pid is set for the CLD_* codes waitid reports (0 when none exited).
+        let pid = unsafe { info.si_pid() };
+        if r != 0 || pid <= 0 {
+            return Pass::Done;
         }
-        // SAFETY: waitpid with WNOHANG on a zombie child that no one else waits for.
+        if guard.as_ref().is_some_and(|s| s.contains(&pid)) {
+            return Pass::StoppedAtCommand;
+        }
+        // SAFETY: waitpid with WNOHANG on an exited child that no one else waits for.
         unsafe {
             libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
         }
@@ -410,15 +420,18 @@ pub(crate) fn reap_orphans_once() {
 
 async fn reap_orphans_forever() {
     let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
+    let mut again = false;
     loop {
         match sigchld.as_mut() {
+            // A pass that stopped at a command's exit looks again soon without a new signal.
+            _ if again => {}
             Some(s) => {
                 let _ = tokio::time::timeout(Duration::from_secs(5), s.recv()).await;
             }
             None => tokio::time::sleep(Duration::from_secs(1)).await,
         }
-        crate::blocking::run_or_inline(reap_orphans_once).await;
-        // Debounce: a burst of exits costs one /proc scan per 200 ms.
+        again = reap_orphans_once() == Pass::StoppedAtCommand;
+        // Debounce: a burst of exits costs one pass per 200 ms.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

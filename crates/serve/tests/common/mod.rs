@@ -48,6 +48,11 @@ pub async fn start_isolated() -> Env {
 }
 
 async fn start_runtime(config: ServeConfig, runtime: PlainRuntime) -> Env {
+    // As root, a plain sandbox runs its commands as the machine's `user` account (E2B's base
+    // template has one): make sure it exists, as the E2B SDK suites do.
+    if nix::unistd::Uid::effective().is_root() {
+        e2b_test_support::ensure_user_account("user");
+    }
     let serve = Serve::start(config, Arc::new(runtime))
         .await
         .expect("e2b serve starts");
