@@ -8,14 +8,32 @@ use e2b_cli::{Cli, Command};
 fn main() -> ExitCode {
     // Builds the sandbox when this is the re-execution for `--isolate` (before any thread).
     e2b_envd::isolated::enter_if_child();
-    // `e2b serve`'s per-sandbox shim, before the runtime and the command line (memory per
-    // sandbox).
-    e2b_serve::run_sandbox_init_if_asked(&["serve"]);
-    async_main()
+    let cli = Cli::parse();
+    // A sandbox's envd under `e2b serve` (`e2b serve envd …`) serves one sandbox: one thread,
+    // so each idle sandbox costs little memory.
+    let one_sandbox = matches!(
+        &cli.command,
+        Command::Serve(args) if matches!(args.internal, Some(e2b_serve::Internal::Envd(_)))
+    );
+    let runtime = if one_sandbox {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    };
+    match runtime {
+        Ok(runtime) => runtime.block_on(async_main(cli)),
+        Err(e) => {
+            eprintln!("e2b: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
-#[tokio::main]
-async fn async_main() -> ExitCode {
+async fn async_main(cli: Cli) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("E2B_LOG")
@@ -23,7 +41,6 @@ async fn async_main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let (name, result) = match cli.command {
         Command::Envd(args) => (
             "envd",

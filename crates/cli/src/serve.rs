@@ -1,7 +1,7 @@
 //! `e2b serve`: E2B's sandbox API on this machine (see the `e2b-serve` crate).
 
-/// Runs `e2b serve` (or one of its internal modes, which its sandboxes run as `e2b serve
-/// sandbox-init …` and `e2b serve envd …`) and returns the exit code.
+/// Runs `e2b serve` (or its internal mode, which its sandboxes run as `e2b serve envd …`) and
+/// returns the exit code.
 ///
 /// # Errors
 ///

@@ -2,8 +2,8 @@
 //!
 //! 1. create → first `echo` finished (API create + `echo` through the edge), p50/p90 over N
 //!    sandboxes (goal p50 ≤ 50 ms), against a bare `sh -c 'echo hi'` spawn on this machine;
-//! 2. the N sandboxes idle at once: RSS and PSS of each sandbox's processes (shim, init, envd;
-//!    goal ≤ 10 MiB), and of `e2b serve` itself;
+//! 2. the N sandboxes idle at once: RSS and PSS of each sandbox's processes (envd and whatever
+//!    it runs; goal ≤ 10 MiB), and of `e2b serve` itself;
 //! 3. 1 GiB of stdout streamed through the edge vs straight to the sandbox's envd (goal ≥ 0.8),
 //!    over h2c gRPC and gRPC-Web.
 //!
@@ -145,11 +145,7 @@ async fn main() {
     let mut config = ServeConfig::ephemeral(KEY);
     config.state_dir = Some(state.path().to_path_buf());
     config.max_sandboxes = n + 10;
-    let runtime = PlainRuntime::new(EnvdCommand::new(
-        &bin,
-        vec!["sandbox-init".into()],
-        vec!["envd".into()],
-    ));
+    let runtime = PlainRuntime::new(EnvdCommand::envd(&bin, vec!["envd".into()]));
     let serve = Serve::start(config, Arc::new(runtime)).await.unwrap();
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))

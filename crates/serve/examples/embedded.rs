@@ -6,9 +6,9 @@
 //! cargo run -p e2b-serve --example embedded
 //! ```
 //!
-//! Each sandbox's envd is this same program, started as `<exe> sandbox-init -- <exe> envd …`
-//! ([`EnvdCommand::current_exe`]), so `main` answers those two modes before anything else, as
-//! the `e2b-serve` binary does. Sandboxes run plain (no isolation): nothing here needs root.
+//! Each sandbox's envd is this same program, started as `<exe> envd …`
+//! ([`EnvdCommand::current_exe`]), so `main` answers that mode before anything else, as the
+//! `e2b-serve` binary does. Sandboxes run plain (no isolation): nothing here needs root.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -17,14 +17,14 @@ use clap::Parser as _;
 use e2b_api::models::NewSandbox;
 use e2b_api::{ApiClient, ConnectionConfig, ListQuery};
 use e2b_commands::{CommandOptions, Commands, EnvdConnection, EnvdEndpoint};
-use e2b_serve::{EnvdCommand, Internal, PlainRuntime, Serve, ServeArgs, ServeConfig};
+use e2b_serve::{EnvdCommand, PlainRuntime, Serve, ServeArgs, ServeConfig};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The key clients must send (`X-API-Key`); E2B's format, `e2b_` and 40 hex digits.
 const API_KEY: &str = "e2b_0000000000000000000000000000000000000000";
 
-/// The sandboxes' modes of this program (`sandbox-init`, `envd`), parsed as `e2b-serve` does.
+/// The sandboxes' mode of this program (`envd`), parsed as `e2b-serve` does.
 #[derive(Debug, clap::Parser)]
 struct SandboxModes {
     #[command(flatten)]
@@ -37,10 +37,7 @@ fn exit(code: i32) -> ExitCode {
 
 fn main() -> ExitCode {
     let mode = std::env::args_os().nth(1);
-    if mode
-        .as_deref()
-        .is_some_and(|m| m == "sandbox-init" || m == "envd")
-    {
+    if mode.as_deref().is_some_and(|m| m == "envd") {
         return sandbox_mode();
     }
     let runtime = match tokio::runtime::Runtime::new() {
@@ -59,12 +56,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// This program run by a sandbox: the shim (single-threaded, before any runtime) or envd.
+/// This program run by a sandbox: its envd, on one thread.
 fn sandbox_mode() -> ExitCode {
     let modes = SandboxModes::parse();
-    if let Some(Internal::SandboxInit { command }) = &modes.args.internal {
-        return exit(e2b_serve::sandbox_init(command));
-    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

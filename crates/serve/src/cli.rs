@@ -1,6 +1,5 @@
 //! `e2b serve` on the command line (shared by the `e2b-serve` binary and `e2b serve`).
 
-use std::ffi::OsString;
 use std::io::Write as _;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -44,7 +43,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "auto", value_name = "auto|plain|isolated")]
     pub isolation: String,
     /// Run this envd binary (for example `e2b-envd`) for each sandbox instead of this program's
-    /// own envd, without the sandbox-init shim.
+    /// own envd.
     #[arg(long, value_name = "PATH")]
     pub envd_program: Option<PathBuf>,
     /// Internal modes used by the sandboxes themselves.
@@ -55,15 +54,7 @@ pub struct ServeArgs {
 /// What a sandbox runs: not for people.
 #[derive(Debug, Clone, clap::Subcommand)]
 #[non_exhaustive]
-#[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum Internal {
-    /// The shim between `e2b serve` and a sandbox's envd (see [`sandbox_init`](crate::sandbox_init)).
-    #[command(hide = true)]
-    SandboxInit {
-        /// The envd command line.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
-        command: Vec<OsString>,
-    },
     /// A sandbox's envd.
     #[command(hide = true)]
     Envd(e2b_envd::EnvdArgs),
@@ -142,7 +133,6 @@ pub async fn run_cli_with(
     can_isolate: bool,
 ) -> Result<i32, ServeError> {
     match args.internal {
-        Some(Internal::SandboxInit { command }) => return Ok(crate::shim::sandbox_init(&command)),
         Some(Internal::Envd(envd)) => {
             return e2b_envd::run_cli(envd)
                 .await

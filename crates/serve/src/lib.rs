@@ -6,11 +6,11 @@ mod cli;
 mod edge;
 mod error;
 mod h2splice;
+mod pidns;
 mod proctree;
 mod runtime;
 mod sandboxes;
 mod server;
-mod shim;
 mod util;
 mod wire;
 
@@ -20,4 +20,3 @@ pub use runtime::{
     EnvdCommand, Instance, PlainRuntime, Runtime, SandboxSpec, Usage, isolation_available,
 };
 pub use server::{Serve, ServeConfig, ServeHandle};
-pub use shim::{run_sandbox_init_if_asked, sandbox_init};

@@ -16,14 +16,7 @@ struct Cli {
 fn main() -> std::process::ExitCode {
     // An isolated sandbox is built by a re-execution of this binary: before anything else.
     e2b_isolation::run_if_child();
-    // Each plain sandbox's shim: before the command line is parsed (memory per sandbox).
-    e2b_serve::run_sandbox_init_if_asked(&[]);
     let cli = Cli::parse();
-    if let Some(e2b_serve::Internal::SandboxInit { command }) = &cli.args.internal {
-        // Single-threaded, before any runtime exists.
-        let code = e2b_serve::sandbox_init(command);
-        return std::process::ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1));
-    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("E2B_LOG")

@@ -1,8 +1,8 @@
 //! The runtime seam: how a sandbox's envd is started, frozen, thawed, measured and killed.
 //!
-//! [`PlainRuntime`] runs each sandbox as its own envd process on an ephemeral loopback port,
-//! behind the [`sandbox_init`](crate::sandbox_init) shim. An isolated runtime (namespaces, a
-//! template root, cgroup limits) implements the same two traits.
+//! [`PlainRuntime`] runs each sandbox as its own envd process on an ephemeral loopback port, as
+//! PID 1 of its own PID namespace where the machine allows it (see `pidns`). An isolated
+//! runtime (namespaces, a template root, cgroup limits) implements the same two traits.
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -101,69 +101,44 @@ pub trait Instance: Send + Sync + 'static {
     }
 }
 
-/// How the runtime runs envd and the `sandbox-init` shim: a program and the arguments that
-/// select each mode. With the `e2b` binary this is `e2b serve sandbox-init -- e2b serve envd`.
+/// How the runtime runs envd: a program and the arguments that select its envd mode. With the
+/// `e2b` binary this is `e2b serve envd`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct EnvdCommand {
     /// The program (an absolute path is best).
     pub program: PathBuf,
-    /// Arguments that make `program` run the `sandbox-init` shim (followed by `--` and the envd
-    /// command line). Empty = no shim: envd runs as a direct child.
-    pub init_args: Vec<OsString>,
     /// Arguments that make `program` run envd; `e2b serve` appends `--port 0 --bind 127.0.0.1`
     /// and `--user-alias user`.
     pub envd_args: Vec<OsString>,
 }
 
 impl EnvdCommand {
-    /// The `e2b-serve` or `e2b` binary running now: `<exe> <prefix> sandbox-init -- <exe>
-    /// <prefix> envd`, where `prefix` is what reaches [`ServeArgs`](crate::ServeArgs) (empty for
-    /// `e2b-serve`, `serve` for `e2b`).
+    /// The `e2b-serve` or `e2b` binary running now: `<exe> <prefix> envd`, where `prefix` is
+    /// what reaches [`ServeArgs`](crate::ServeArgs) (empty for `e2b-serve`, `serve` for `e2b`).
     ///
     /// # Errors
     ///
     /// [`ServeError::Io`] when the path of the running program cannot be found.
     pub fn current_exe(prefix: &[&str]) -> Result<Self, ServeError> {
         let program = std::env::current_exe()?;
-        let mut init_args: Vec<OsString> = prefix.iter().map(OsString::from).collect();
-        init_args.push("sandbox-init".into());
         let mut envd_args: Vec<OsString> = prefix.iter().map(OsString::from).collect();
         envd_args.push("envd".into());
-        Ok(Self {
-            program,
-            init_args,
-            envd_args,
-        })
+        Ok(Self { program, envd_args })
     }
 
-    /// `program` run as `program <init_args> -- program <envd_args> ...` (the shim), or, with
-    /// empty `init_args`, as `program <envd_args> ...`.
-    pub fn new(
-        program: impl Into<PathBuf>,
-        init_args: Vec<OsString>,
-        envd_args: Vec<OsString>,
-    ) -> Self {
-        Self {
-            program: program.into(),
-            init_args,
-            envd_args,
-        }
-    }
-
-    /// A program that is envd itself (for example `e2b-envd`), run without the shim.
+    /// `program` run as `program <envd_args> ...` (for example `e2b-envd` with no arguments).
     pub fn envd(program: impl Into<PathBuf>, envd_args: Vec<OsString>) -> Self {
         Self {
             program: program.into(),
-            init_args: Vec::new(),
             envd_args,
         }
     }
 }
 
 /// The process runtime: each sandbox is an envd process (own port, own process table, own
-/// working directory, own access token) under the `sandbox-init` shim; pause = SIGSTOP of the
-/// whole process tree.
+/// working directory, own access token), PID 1 of a PID namespace of its own where the machine
+/// allows it (root); pause = SIGSTOP of the whole process tree.
 ///
 /// Plain ([`PlainRuntime::new`]): no filesystem or network isolation. Isolated
 /// ([`PlainRuntime::isolated`]): envd runs with `--isolate` (crate `e2b-isolation`: its own
@@ -241,17 +216,8 @@ impl Runtime for PlainRuntime {
             }
             envd.push(home.clone().into_os_string());
         }
-        // An isolated envd builds its own PID namespace (and reads /proc by pid): it runs
-        // without the shim, whose namespace would hide its pids from the host's /proc.
-        let mut cmd = if c.init_args.is_empty() || self.isolated {
-            let mut cmd = Command::new(&c.program);
-            cmd.args(&envd[1..]);
-            cmd
-        } else {
-            let mut cmd = Command::new(&c.program);
-            cmd.args(&c.init_args).arg("--").args(&envd);
-            cmd
-        };
+        let mut cmd = Command::new(&c.program);
+        cmd.args(&envd[1..]);
         cmd.current_dir(&home)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -276,12 +242,23 @@ impl Runtime for PlainRuntime {
                 nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
             });
         }
-        let mut child = cmd.spawn().map_err(|e| {
-            ServeError::Spawn(format!(
-                "cannot run {}: {e}; set the envd program (e2b serve --envd-program)",
-                c.program.display()
-            ))
-        })?;
+        // An isolated envd builds its own PID namespace (and reads /proc by pid): it is started
+        // in ours, where the host's /proc shows its pids.
+        let started = crate::pidns::spawn(cmd, !self.isolated)
+            .await
+            .map_err(|e| {
+                ServeError::Spawn(format!(
+                    "cannot run {}: {e}; set the envd program (e2b serve --envd-program)",
+                    c.program.display()
+                ))
+            })?;
+        tracing::debug!(
+            sandbox = %spec.id,
+            pid = started.child.id(),
+            own_pid_namespace = started.own_pid_namespace,
+            "envd started"
+        );
+        let mut child = started.child;
         let Some(stdout) = child.stdout.take() else {
             return Err(ServeError::Spawn("envd's stdout is not a pipe".into()));
         };
@@ -364,7 +341,7 @@ struct PlainInstance {
 }
 
 impl PlainInstance {
-    /// The shim, locked and checked unreaped: while the guard lives its pid cannot be reused,
+    /// envd, locked and checked unreaped: while the guard lives its pid cannot be reused,
     /// so signals to its tree reach only the sandbox.
     fn alive(&self) -> Result<tokio::sync::MutexGuard<'_, Child>, ServeError> {
         let mut child = self
@@ -426,7 +403,7 @@ impl Instance for PlainInstance {
     }
 
     async fn kill(&self) {
-        // Whole tree first (covers the no-PID-namespace case), then the shim, whose death takes
+        // Whole tree first (covers the no-PID-namespace case), then envd, whose death takes
         // the namespace down with it.
         if self.pid > 0 {
             proctree::signal_tree(self.pid, Signal::SIGKILL);
@@ -434,7 +411,7 @@ impl Instance for PlainInstance {
         let mut child = self.child.lock().await;
         if self.pid > 0 && matches!(child.try_wait(), Ok(None)) {
             // A process forked during the first sweep, when there is no PID namespace. Only
-            // while the shim is unreaped: once reaped, its pid may name a stranger's process.
+            // while envd is unreaped: once reaped, its pid may name a stranger's process.
             proctree::signal_tree(self.pid, Signal::SIGKILL);
         }
         let _ = child.start_kill();

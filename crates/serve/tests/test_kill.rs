@@ -149,8 +149,8 @@ fn zombie_children(parent: i32) -> Vec<i32> {
         .collect()
 }
 
-/// With a PID namespace (root here), a plain sandbox is two processes: the shim and envd as
-/// PID 1 of the namespace (no init, no sentinel), and envd reaps the sandbox's orphans.
+/// With a PID namespace (root here), a plain sandbox is one process: envd as PID 1 of the
+/// namespace (no shim, no init, no sentinel), and envd reaps the sandbox's orphans.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn envd_is_pid_1_and_reaps_the_sandboxs_orphans() {
     if !nix::unistd::Uid::effective().is_root() {
@@ -159,19 +159,11 @@ async fn envd_is_pid_1_and_reaps_the_sandboxs_orphans() {
     let env = start().await;
     let sbx = env.create(json!({})).await;
     let id = id(&sbx);
-    let procs = pids_with(&format!("/{id}/home"));
-    let envd: Vec<i32> = procs
-        .iter()
-        .copied()
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| !String::from_utf8_lossy(&c).contains("sandbox-init"))
-        })
-        .collect();
+    let envd = pids_with(&format!("/{id}/home"));
     assert_eq!(
-        (procs.len(), envd.len()),
-        (2, 1),
-        "a sandbox should be its shim and its envd: {procs:?}"
+        envd.len(),
+        1,
+        "a sandbox should be its envd alone: {envd:?}"
     );
     let envd = envd[0];
     let status = std::fs::read_to_string(format!("/proc/{envd}/status")).unwrap();

@@ -13,7 +13,7 @@ pub const KEY: &str = "e2b_0123456789abcdef";
 pub const BIN: &str = env!("CARGO_BIN_EXE_e2b-serve");
 
 pub fn envd_command() -> EnvdCommand {
-    EnvdCommand::new(BIN, vec!["sandbox-init".into()], vec!["envd".into()])
+    EnvdCommand::envd(BIN, vec!["envd".into()])
 }
 
 pub struct Env {
