@@ -5,35 +5,48 @@ use std::process::ExitCode;
 use clap::Parser as _;
 use e2b_cli::{Cli, Command};
 
+// `e2b serve envd …`, what each sandbox of `e2b serve` runs: parsed on its own rather than
+// through the whole command line (whose every subcommand clap would build), so an idle sandbox
+// maps as little of this binary as it can.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "e2b serve envd",
+    about = "A sandbox's envd, as `e2b serve` runs it (internal)"
+)]
+struct SandboxEnvd {
+    #[command(flatten)]
+    args: e2b_envd::EnvdArgs,
+}
+
 fn main() -> ExitCode {
     // Builds the sandbox when this is the re-execution for `--isolate` (before any thread).
     e2b_envd::isolated::enter_if_child();
-    let cli = Cli::parse();
-    // A sandbox's envd under `e2b serve` (`e2b serve envd …`) serves one sandbox: one thread,
-    // so each idle sandbox costs little memory.
-    let one_sandbox = matches!(
-        &cli.command,
-        Command::Serve(args) if matches!(args.internal, Some(e2b_serve::Internal::Envd(_)))
-    );
-    let runtime = if one_sandbox {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-    };
-    match runtime {
-        Ok(runtime) => runtime.block_on(async_main(cli)),
-        Err(e) => {
-            eprintln!("e2b: cannot start the async runtime: {e}");
-            ExitCode::FAILURE
-        }
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == "serve") && argv.get(2).is_some_and(|a| a == "envd") {
+        // One sandbox: one thread, so each idle sandbox costs little memory.
+        let name = std::ffi::OsString::from("e2b serve envd");
+        let envd = SandboxEnvd::parse_from(std::iter::once(name).chain(argv[3..].iter().cloned()));
+        return run(tokio::runtime::Builder::new_current_thread(), async move {
+            let result = e2b_envd::run_cli(envd.args).await.map(|()| 0);
+            ("serve envd", result.map_err(|e| e.to_string()))
+        });
     }
+    let cli = Cli::parse();
+    run(tokio::runtime::Builder::new_multi_thread(), dispatch(cli))
 }
 
-async fn async_main(cli: Cli) -> ExitCode {
+/// Runs `job` (a command's name and outcome) on a runtime from `builder`, with logging set up.
+fn run(
+    mut builder: tokio::runtime::Builder,
+    job: impl std::future::Future<Output = (&'static str, Result<i32, String>)>,
+) -> ExitCode {
+    let runtime = match builder.enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("e2b: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("E2B_LOG")
@@ -41,7 +54,17 @@ async fn async_main(cli: Cli) -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let (name, result) = match cli.command {
+    match runtime.block_on(job) {
+        (_, Ok(code)) => ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1)),
+        (name, Err(e)) => {
+            eprintln!("e2b {name}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> (&'static str, Result<i32, String>) {
+    match cli.command {
         Command::Envd(args) => (
             "envd",
             e2b_envd::run_cli(args)
@@ -71,12 +94,5 @@ async fn async_main(cli: Cli) -> ExitCode {
                 .map(|()| 0)
                 .map_err(|e| e.to_string()),
         ),
-    };
-    match result {
-        Ok(code) => ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1)),
-        Err(e) => {
-            eprintln!("e2b {name}: {e}");
-            ExitCode::FAILURE
-        }
     }
 }

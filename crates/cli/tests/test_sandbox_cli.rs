@@ -22,6 +22,10 @@ struct Serve {
 
 impl Serve {
     fn start(name: &str) -> Serve {
+        Self::start_with(name, &[])
+    }
+
+    fn start_with(name: &str, extra: &[&str]) -> Serve {
         let state =
             std::env::temp_dir().join(format!("e2b-cli-test-serve-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&state).unwrap();
@@ -35,6 +39,7 @@ impl Serve {
                 "--api-key",
                 KEY,
             ])
+            .args(extra)
             .arg("--state-dir")
             .arg(&state)
             .stdout(Stdio::piped())
@@ -310,4 +315,52 @@ fn exec_server_works_in_an_existing_sandbox() {
         .unwrap();
     assert!(!out.status.success());
     assert!(stderr(&out).contains("nosuchsandbox"), "{}", stderr(&out));
+}
+
+/// `e2b serve --isolation plain` with the `e2b` binary: each sandbox is one envd process
+/// (`e2b serve envd …`) on a one-thread runtime, PID 1 of its own PID namespace as root, and works.
+#[test]
+fn a_plain_sandbox_is_one_single_threaded_envd() {
+    let serve = Serve::start_with("plain", &["--isolation", "plain"]);
+    let created: Value =
+        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "create", "--json"]))).unwrap();
+    let id = created["sandboxID"].as_str().unwrap().to_owned();
+    let out = ok(&serve.e2b(&["run", "--sandbox-id", &id, "--", "echo plain"]));
+    assert_eq!(out, "plain\n");
+
+    let marker = format!("/{id}/home");
+    let procs: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+        })
+        .collect();
+    assert_eq!(procs.len(), 1, "one envd process per sandbox: {procs:?}");
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", procs[0])).unwrap();
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    assert_eq!(&args[1..3], [b"serve".as_slice(), b"envd".as_slice()]);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", procs[0])).unwrap();
+    // The runtime's one thread, plus envd's command spawner once a command ran (a
+    // multi-threaded runtime would add a worker per core).
+    let threads: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap();
+    assert!(
+        threads <= 2,
+        "a sandbox's envd should run on one runtime thread, it has {threads} threads"
+    );
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let nspid = status.lines().find(|l| l.starts_with("NSpid:")).unwrap();
+        assert!(
+            nspid.ends_with("\t1"),
+            "envd is not PID 1 of its namespace: {nspid}"
+        );
+    }
+    assert!(ok(&serve.e2b(&["sandbox", "kill", &id])).contains("has been killed"));
 }
