@@ -176,7 +176,7 @@ async fn envd_is_pid_1_and_reaps_the_sandboxs_orphans() {
     // Orphans: detached short-lived processes, re-parented to envd when their parents exit.
     let cmds = env.commands(&sbx, Transport::GrpcWeb);
     cmds.run(
-        "for i in 1 2 3 4 5; do ( sleep 2 </dev/null >/dev/null 2>&1 & ); done; true",
+        "for i in 1 2 3 4 5; do ( sleep 5 </dev/null >/dev/null 2>&1 & ); done; true",
         e2b_commands::CommandOptions::new(),
     )
     .await
