@@ -252,20 +252,8 @@ fn isolation_unavailable_fails_naming_the_flag() {
 
 /// `e2b` run as `nobody` (through util-linux `setpriv`), after `wrap`.
 fn as_nobody(wrap: &[String]) -> Command {
-    let mut argv: Vec<String> = wrap.to_vec();
-    argv.extend(
-        [
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-        ]
-        .map(String::from),
-    );
-    argv.push(env!("CARGO_BIN_EXE_e2b").into());
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]).env("HOME", "/tmp").current_dir("/");
+    let mut cmd = e2b_test_support::as_nobody(wrap, env!("CARGO_BIN_EXE_e2b"));
+    cmd.env("HOME", "/tmp");
     cmd
 }
 

@@ -599,22 +599,8 @@ fn unprivileged(wrap: &[&str], network: &str, script: &str) -> std::process::Out
             "this test needs `{tool}` (util-linux)"
         );
     }
-    let mut argv: Vec<String> = wrap.iter().map(|s| s.to_string()).collect();
-    argv.extend(
-        [
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-        ]
-        .map(String::from),
-    );
-    argv.push(exe.display().to_string());
-    argv.extend([UNPRIVILEGED_ARG.into(), network.into(), script.into()]);
-    std::process::Command::new(&argv[0])
-        .args(&argv[1..])
-        .current_dir("/")
+    e2b_test_support::as_nobody(wrap, exe)
+        .args([UNPRIVILEGED_ARG, network, script])
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap()
@@ -633,9 +619,8 @@ fn unprivileged_sandbox_is_isolated_with_one_user() {
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
     // A host process of the same host uid as the sandbox's processes.
     let mut host_sleeper = KillOnDrop(
-        std::process::Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .args(["sleep", "1000"])
+        e2b_test_support::as_nobody::<&str>(&[], "sleep")
+            .arg("1000")
             .spawn()
             .unwrap(),
     );

@@ -960,9 +960,7 @@ fn an_unprivileged_supervisor_unpacks_and_runs_a_tarball() {
     std::fs::write(&tarball, gzip(&root.bytes())).unwrap();
     std::fs::set_permissions(&tarball, std::fs::Permissions::from_mode(0o644)).unwrap();
     let exe = std::env::current_exe().unwrap();
-    let out = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(&exe)
+    let out = e2b_test_support::as_nobody::<&str>(&[], &exe)
         .args([
             UNPRIVILEGED_ARG,
             &tarball.display().to_string(),
@@ -973,7 +971,6 @@ fn an_unprivileged_supervisor_unpacks_and_runs_a_tarball() {
              [ -O /etc/os-release ] && [ -O /suid-root ] && [ -O /home-owned-by-user ] || exit 4; \
              [ ! -u /suid-root ] || exit 5; echo x > /tmp/w || exit 6",
         )
-        .current_dir("/")
         .output()
         .expect("setpriv (util-linux) runs the supervisor as nobody");
     assert_eq!(

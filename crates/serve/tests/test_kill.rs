@@ -132,20 +132,21 @@ async fn sigterm_of_serve_leaves_no_process() {
     stop_leaves_nothing(nix::sys::signal::Signal::SIGTERM, "plain").await;
 }
 
-/// `(state, ppid)` of a process, from `/proc/<pid>/stat`.
-fn state_and_parent(pid: i32) -> Option<(char, i32)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut f = s.rsplit_once(')')?.1.split_whitespace();
-    Some((f.next()?.chars().next()?, f.next()?.parse().ok()?))
-}
-
-/// Exited children of `parent` not yet reaped.
-fn zombie_children(parent: i32) -> Vec<i32> {
+/// `(pid, state)` of every child of `parent`, from `/proc/<pid>/stat`.
+fn children(parent: i32) -> Vec<(i32, char)> {
+    let state_and_parent = |pid: i32| -> Option<(char, i32)> {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let mut f = s.rsplit_once(')')?.1.split_whitespace();
+        Some((f.next()?.chars().next()?, f.next()?.parse().ok()?))
+    };
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| state_and_parent(*pid) == Some(('Z', parent)))
+        .filter_map(|pid| match state_and_parent(pid)? {
+            (state, p) if p == parent => Some((pid, state)),
+            _ => None,
+        })
         .collect()
 }
 
@@ -181,19 +182,14 @@ async fn envd_is_pid_1_and_reaps_the_sandboxs_orphans() {
     )
     .await
     .unwrap();
-    let orphans = || {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|pid| state_and_parent(*pid).is_some_and(|(_, p)| p == envd))
-            .count()
-    };
-    assert!(orphans() >= 5, "the orphans were not re-parented to envd");
     assert!(
-        eventually(Duration::from_secs(15), || orphans() == 0).await,
-        "envd left orphans unreaped: zombies {:?}",
-        zombie_children(envd)
+        children(envd).len() >= 5,
+        "the orphans were not re-parented to envd"
+    );
+    assert!(
+        eventually(Duration::from_secs(15), || children(envd).is_empty()).await,
+        "envd left orphans unreaped: {:?}",
+        children(envd)
     );
     // envd still serves.
     let out = cmds

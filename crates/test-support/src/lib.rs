@@ -132,6 +132,36 @@ pub fn ensure_user_account(name: &str) -> std::path::PathBuf {
     }
 }
 
+/// `program` run as `nobody` (uid and gid 65534, no supplementary groups) through util-linux
+/// `setpriv`, in `/`. `wrap` goes before it: a command that ends by running its arguments, for
+/// example `["unshare", "-m", "sh", "-c", "…; exec \"$@\"", "sh"]`, or nothing.
+pub fn as_nobody<S: AsRef<std::ffi::OsStr>>(
+    wrap: &[S],
+    program: impl AsRef<std::ffi::OsStr>,
+) -> std::process::Command {
+    const SETPRIV: [&str; 5] = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+    ];
+    let mut cmd = match wrap.split_first() {
+        Some((first, rest)) => {
+            let mut cmd = std::process::Command::new(first);
+            cmd.args(rest).args(SETPRIV);
+            cmd
+        }
+        None => {
+            let mut cmd = std::process::Command::new(SETPRIV[0]);
+            cmd.args(&SETPRIV[1..]);
+            cmd
+        }
+    };
+    cmd.arg(program).current_dir("/");
+    cmd
+}
+
 /// Readings from `/proc` for the benchmarks (Linux).
 pub mod procfs {
     /// A `kB` field of `/proc/<pid>/status` (`pid` may be `self`), e.g. `VmHWM:` (peak RSS) or
