@@ -191,6 +191,17 @@ async fn envd_is_pid_1_and_reaps_the_sandboxs_orphans() {
         "envd left orphans unreaped: {:?}",
         children(envd)
     );
+    // A command cannot kill or freeze envd from inside, even as root: as the namespace's init
+    // it gets no SIGKILL or SIGSTOP from its own namespace (pid 1 there).
+    let out = cmds
+        .run(
+            "id -u; kill -KILL 1; kill -STOP 1; echo tried",
+            e2b_commands::CommandOptions::new().user("root"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "0\ntried\n", "{}", out.stderr);
+    assert_eq!(proc_state(envd).map(|s| s != 'T' && s != 'Z'), Some(true));
     // envd still serves.
     let out = cmds
         .run("echo still", e2b_commands::CommandOptions::new())
