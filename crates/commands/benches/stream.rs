@@ -5,9 +5,16 @@
 //! any daemon that forwards a pipe over a socket pays before HTTP/2 and gRPC).
 //!
 //! ```text
-//! cargo bench -p e2b-commands --bench stream            # 1 GiB and 4 GiB (or: scripts/bench commands)
-//! cargo bench -p e2b-commands --bench stream -- 256M 1G # custom sizes
+//! cargo bench -p e2b-commands --bench stream                  # 1 GiB and 4 GiB (or: scripts/bench commands)
+//! cargo bench -p e2b-commands --bench stream -- 256M 1G       # custom sizes
+//! cargo bench -p e2b-commands --bench stream -- --rounds 7 1G # more rounds per row
 //! ```
+//!
+//! Both floors move by up to ±50 % from one second to the next on a shared two-core machine, so
+//! each row is measured in rounds (3 by default): raw pipe, relay floor and client, one right
+//! after the other, and the table shows each figure's median over the rounds, with the spread
+//! of the ratio to the floor. The client's CPU time and minor page faults per GiB (medians) are
+//! steadier than its wall-clock time and say where a change went.
 //!
 //! The daemon runs in a child process (this binary with `serve`) and each measurement in a
 //! fresh client process (this binary with `client`), so each peak RSS (`VmHWM`) is that of one
@@ -159,29 +166,63 @@ fn client(args: &[String]) {
         assert_eq!(n, bytes, "every byte arrived");
         let chunks = chunks.load(Ordering::Relaxed).max(1) as u64;
         println!(
-            "{} {:.3} {} {} {}",
+            "{} {:.3} {} {} {} {:.3} {}",
             n,
             secs,
             e2b_test_support::procfs::status_kib("self", "VmHWM:"),
             retained,
-            n / chunks
+            n / chunks,
+            e2b_test_support::procfs::cpu_seconds("self").0,
+            e2b_test_support::procfs::minor_faults("self"),
         );
     });
 }
 
-fn drive(args: &[String]) {
-    let sizes: Vec<u64> = if args.is_empty() {
-        vec![1 << 30, 4 << 30]
+/// What one client run reports.
+struct Run {
+    secs: f64,
+    rss_kib: u64,
+    retained: u64,
+    chunk: u64,
+    cpu: f64,
+    faults: u64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
     } else {
-        args.iter().map(|s| parse_size(s)).collect()
-    };
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn drive(args: &[String]) {
+    let mut rounds = 3usize;
+    let mut sizes: Vec<u64> = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--rounds" {
+            rounds = it
+                .next()
+                .and_then(|n| n.parse().ok())
+                .filter(|&n| n > 0)
+                .expect("--rounds takes a positive number");
+        } else {
+            sizes.push(parse_size(a));
+        }
+    }
+    if sizes.is_empty() {
+        sizes = vec![1 << 30, 4 << 30];
+    }
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new(&exe);
     cmd.arg("serve").stdin(Stdio::piped());
     let (mut server, url) = e2b_test_support::spawn_daemon_printing_url(cmd);
-    eprintln!("envd (child process) at {url}");
+    eprintln!("envd (child process) at {url}; {rounds} round(s) per row");
 
-    let run = |bytes: u64, mode: &str, transport: &str| -> (f64, u64, u64, u64) {
+    let run = |bytes: u64, mode: &str, transport: &str| -> Run {
         let out = Command::new(&exe)
             .args(["client", &url, &bytes.to_string(), mode, transport])
             .output()
@@ -193,18 +234,20 @@ fn drive(args: &[String]) {
         );
         let text = String::from_utf8_lossy(&out.stdout);
         let f: Vec<&str> = text.split_whitespace().collect();
-        (
-            f[1].parse().unwrap(),
-            f[2].parse().unwrap(),
-            f[3].parse().unwrap(),
-            f[4].parse().unwrap(),
-        )
+        Run {
+            secs: f[1].parse().unwrap(),
+            rss_kib: f[2].parse().unwrap(),
+            retained: f[3].parse().unwrap(),
+            chunk: f[4].parse().unwrap(),
+            cpu: f[5].parse().unwrap(),
+            faults: f[6].parse().unwrap(),
+        }
     };
 
     println!(
-        "| bytes | client | transport | time (s) | MiB/s | raw pipe MiB/s | / raw | relay floor MiB/s | **/ floor** | client peak RSS (MiB) | retained (MiB) | KiB per chunk |"
+        "| bytes | client | transport | time (s) | MiB/s | raw pipe MiB/s | / raw | relay floor MiB/s | **/ floor** (min–max) | client CPU s/GiB | client faults/GiB | client peak RSS (MiB) | retained (MiB) | KiB per chunk |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut configs: Vec<(u64, &str, &str)> = Vec::new();
     for &s in &sizes {
         configs.push((s, "callback", "grpc"));
@@ -215,29 +258,59 @@ fn drive(args: &[String]) {
     configs.push((smallest, "callback", "grpc-web"));
     configs.push((smallest, "retain", "grpc"));
     for (bytes, mode, transport) in configs {
-        let raw = e2b_test_support::floor::raw_pipe(bytes).as_secs_f64();
-        let relay = e2b_test_support::floor::pipe_tcp_relay(bytes).as_secs_f64();
-        let (secs, rss_kib, retained, chunk) = run(bytes, mode, transport);
+        let gib = bytes as f64 / (1u64 << 30) as f64;
+        let (mut raw, mut relay, mut secs, mut to_raw, mut to_floor, mut cpu, mut faults) = (
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        );
+        let mut last = None;
+        for _ in 0..rounds {
+            let r = e2b_test_support::floor::raw_pipe(bytes).as_secs_f64();
+            let f = e2b_test_support::floor::pipe_tcp_relay(bytes).as_secs_f64();
+            let c = run(bytes, mode, transport);
+            raw.push(r);
+            relay.push(f);
+            secs.push(c.secs);
+            to_raw.push(r / c.secs);
+            to_floor.push(f / c.secs);
+            cpu.push(c.cpu / gib);
+            faults.push(c.faults as f64 / gib);
+            last = Some(c);
+        }
+        let last = last.unwrap();
         let mib = bytes as f64 / (1 << 20) as f64;
+        let spread = (
+            to_floor.iter().copied().fold(f64::INFINITY, f64::min),
+            to_floor.iter().copied().fold(0.0, f64::max),
+        );
         let label = match mode {
             "callback" => "retain_output(false), bytes callback",
             "events" => "retain_output(false), event stream",
             _ => "retain_output(true), bytes callback",
         };
         println!(
-            "| {} | {} | {} | {:.2} | {:.0} | {:.0} | {:.2} | {:.0} | **{:.2}** | {:.1} | {:.0} | {:.0} |",
+            "| {} | {} | {} | {:.2} | {:.0} | {:.0} | {:.2} | {:.0} | **{:.2}** ({:.2}–{:.2}) | {:.2} | {:.0} | {:.1} | {:.0} | {:.0} |",
             human(bytes),
             label,
             transport,
-            secs,
-            mib / secs,
-            mib / raw,
-            raw / secs,
-            mib / relay,
-            relay / secs,
-            rss_kib as f64 / 1024.0,
-            retained as f64 / (1 << 20) as f64,
-            chunk as f64 / 1024.0,
+            median(secs.clone()),
+            mib / median(secs),
+            mib / median(raw),
+            median(to_raw),
+            mib / median(relay),
+            median(to_floor),
+            spread.0,
+            spread.1,
+            median(cpu),
+            median(faults),
+            last.rss_kib as f64 / 1024.0,
+            last.retained as f64 / (1 << 20) as f64,
+            last.chunk as f64 / 1024.0,
         );
     }
     drop(server.stdin.take());

@@ -177,22 +177,34 @@ pub mod procfs {
             .unwrap_or(0)
     }
 
+    /// The numeric fields of `/proc/<pid>/stat` after `(comm)`, indexed 1-based as in proc(5)
+    /// (so `stat_field(&f, 14)` is utime); 0 for anything unreadable.
+    fn stat_fields(pid: &str) -> Vec<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        rest.split_whitespace()
+            .map(|v| v.parse().unwrap_or(0.0))
+            .collect()
+    }
+
+    fn stat_field(f: &[f64], n: usize) -> f64 {
+        f.get(n - 3).copied().unwrap_or(0.0)
+    }
+
     /// CPU seconds (user + system) from `/proc/<pid>/stat`: the process's own, and the total of
     /// its waited-for children.
     pub fn cpu_seconds(pid: &str) -> (f64, f64) {
         const USER_HZ: f64 = 100.0;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // Fields after `(comm)`, 1-based as in proc(5): utime 14, stime 15, cutime 16, cstime 17.
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-        let f: Vec<f64> = rest
-            .split_whitespace()
-            .map(|v| v.parse().unwrap_or(0.0))
-            .collect();
-        let field = |n: usize| f.get(n - 3).copied().unwrap_or(0.0);
+        let f = stat_fields(pid);
         (
-            (field(14) + field(15)) / USER_HZ,
-            (field(16) + field(17)) / USER_HZ,
+            (stat_field(&f, 14) + stat_field(&f, 15)) / USER_HZ,
+            (stat_field(&f, 16) + stat_field(&f, 17)) / USER_HZ,
         )
+    }
+
+    /// Minor page faults of the process so far (`minflt`, field 10 of `/proc/<pid>/stat`).
+    pub fn minor_faults(pid: &str) -> u64 {
+        stat_field(&stat_fields(pid), 10) as u64
     }
 }
 
