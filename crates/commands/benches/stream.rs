@@ -259,35 +259,22 @@ fn drive(args: &[String]) {
     configs.push((smallest, "retain", "grpc"));
     for (bytes, mode, transport) in configs {
         let gib = bytes as f64 / (1u64 << 30) as f64;
-        let (mut raw, mut relay, mut secs, mut to_raw, mut to_floor, mut cpu, mut faults) = (
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-        );
-        let mut last = None;
-        for _ in 0..rounds {
-            let r = e2b_test_support::floor::raw_pipe(bytes).as_secs_f64();
-            let f = e2b_test_support::floor::pipe_tcp_relay(bytes).as_secs_f64();
-            let c = run(bytes, mode, transport);
-            raw.push(r);
-            relay.push(f);
-            secs.push(c.secs);
-            to_raw.push(r / c.secs);
-            to_floor.push(f / c.secs);
-            cpu.push(c.cpu / gib);
-            faults.push(c.faults as f64 / gib);
-            last = Some(c);
-        }
-        let last = last.unwrap();
-        let mib = bytes as f64 / (1 << 20) as f64;
+        // Each round: (raw pipe time, relay floor time, the client's run), back to back.
+        let rounds: Vec<(f64, f64, Run)> = (0..rounds)
+            .map(|_| {
+                let raw = e2b_test_support::floor::raw_pipe(bytes).as_secs_f64();
+                let relay = e2b_test_support::floor::pipe_tcp_relay(bytes).as_secs_f64();
+                (raw, relay, run(bytes, mode, transport))
+            })
+            .collect();
+        let med = |f: &dyn Fn(&(f64, f64, Run)) -> f64| median(rounds.iter().map(f).collect());
+        let to_floor: Vec<f64> = rounds.iter().map(|(_, f, c)| f / c.secs).collect();
         let spread = (
             to_floor.iter().copied().fold(f64::INFINITY, f64::min),
             to_floor.iter().copied().fold(0.0, f64::max),
         );
+        let last = &rounds[rounds.len() - 1].2;
+        let mib = bytes as f64 / (1 << 20) as f64;
         let label = match mode {
             "callback" => "retain_output(false), bytes callback",
             "events" => "retain_output(false), event stream",
@@ -298,16 +285,16 @@ fn drive(args: &[String]) {
             human(bytes),
             label,
             transport,
-            median(secs.clone()),
-            mib / median(secs),
-            mib / median(raw),
-            median(to_raw),
-            mib / median(relay),
+            med(&|(_, _, c)| c.secs),
+            mib / med(&|(_, _, c)| c.secs),
+            mib / med(&|(r, _, _)| *r),
+            med(&|(r, _, c)| r / c.secs),
+            mib / med(&|(_, f, _)| *f),
             median(to_floor),
             spread.0,
             spread.1,
-            median(cpu),
-            median(faults),
+            med(&|(_, _, c)| c.cpu / gib),
+            med(&|(_, _, c)| c.faults as f64 / gib),
             last.rss_kib as f64 / 1024.0,
             last.retained as f64 / (1 << 20) as f64,
             last.chunk as f64 / 1024.0,
