@@ -11,4 +11,4 @@ mod serve;
 pub use acp::acp;
 pub use args::{AcpArgs, Cli, Command, ExecServerCmd, RunArgs, SandboxArgs};
 pub use run::{CliError, TIMEOUT_EXIT_CODE, exec_server, open_sandbox, run};
-pub use serve::serve;
+pub use serve::{SANDBOX_ENVD_BIN, run_main, sandbox_envd_main, serve};

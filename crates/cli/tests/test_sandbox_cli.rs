@@ -4,8 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::BufRead as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -18,6 +19,10 @@ struct Serve {
     state: PathBuf,
     api_url: String,
     edge_url: String,
+    /// What it printed before its URLs (the banner).
+    banner: String,
+    /// What it printed on stderr so far.
+    stderr: Arc<Mutex<String>>,
 }
 
 impl Serve {
@@ -26,10 +31,15 @@ impl Serve {
     }
 
     fn start_with(name: &str, extra: &[&str]) -> Serve {
+        Self::start_program(Path::new(BIN), name, extra)
+    }
+
+    /// `program serve …` (`program` an `e2b` binary) on ephemeral ports.
+    fn start_program(program: &Path, name: &str, extra: &[&str]) -> Serve {
         let state =
             std::env::temp_dir().join(format!("e2b-cli-test-serve-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&state).unwrap();
-        let mut child = Command::new(BIN)
+        let mut child = Command::new(program)
             .args([
                 "serve",
                 "--api-port",
@@ -43,18 +53,31 @@ impl Serve {
             .arg("--state-dir")
             .arg(&state)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn e2b serve");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let errors = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            for line in errors.map_while(Result::ok) {
+                eprintln!("{line}");
+                let mut sink = sink.lock().unwrap();
+                sink.push_str(&line);
+                sink.push('\n');
+            }
+        });
         let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let (mut api_url, mut edge_url) = (None, None);
+        let (mut api_url, mut edge_url, mut banner) = (None, None, String::new());
         while api_url.is_none() || edge_url.is_none() {
             let line = lines.next().expect("e2b serve printed its URLs").unwrap();
             if let Some(u) = line.strip_prefix("export E2B_API_URL=") {
                 api_url = Some(u.to_owned());
-            }
-            if let Some(u) = line.strip_prefix("export E2B_SANDBOX_URL=") {
+            } else if let Some(u) = line.strip_prefix("export E2B_SANDBOX_URL=") {
                 edge_url = Some(u.to_owned());
+            } else {
+                banner.push_str(&line);
+                banner.push('\n');
             }
         }
         std::thread::spawn(move || for _ in lines {});
@@ -63,6 +86,8 @@ impl Serve {
             state,
             api_url: api_url.unwrap(),
             edge_url: edge_url.unwrap(),
+            banner,
+            stderr,
         }
     }
 
@@ -317,19 +342,10 @@ fn exec_server_works_in_an_existing_sandbox() {
     assert!(stderr(&out).contains("nosuchsandbox"), "{}", stderr(&out));
 }
 
-/// `e2b serve --isolation plain` with the `e2b` binary: each sandbox is one envd process
-/// (`e2b serve envd …`) on a one-thread runtime, PID 1 of its own PID namespace as root, and works.
-#[test]
-fn a_plain_sandbox_is_one_single_threaded_envd() {
-    let serve = Serve::start_with("plain", &["--isolation", "plain"]);
-    let created: Value =
-        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "create", "--json"]))).unwrap();
-    let id = created["sandboxID"].as_str().unwrap().to_owned();
-    let out = ok(&serve.e2b(&["run", "--sandbox-id", &id, "--", "echo plain"]));
-    assert_eq!(out, "plain\n");
-
+/// The processes whose command line names sandbox `id`'s home (its envd).
+fn envd_processes(id: &str) -> Vec<i32> {
     let marker = format!("/{id}/home");
-    let procs: Vec<i32> = std::fs::read_dir("/proc")
+    std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
@@ -337,11 +353,50 @@ fn a_plain_sandbox_is_one_single_threaded_envd() {
             std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
         })
-        .collect();
+        .collect()
+}
+
+fn argv(pid: i32) -> Vec<String> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    cmdline
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+/// Creates a sandbox on `serve`, runs `echo` in it and returns its id.
+fn create_and_echo(serve: &Serve) -> String {
+    let created: Value =
+        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "create", "--json"]))).unwrap();
+    let id = created["sandboxID"].as_str().unwrap().to_owned();
+    let out = ok(&serve.e2b(&["run", "--sandbox-id", &id, "--", "echo works"]));
+    assert_eq!(out, "works\n");
+    id
+}
+
+/// `e2b serve --isolation plain` with the `e2b` binary: each sandbox is one envd process, the
+/// small `e2b-serve-envd` beside `e2b`, on a one-thread runtime, PID 1 of its own PID namespace
+/// as root, and works.
+#[test]
+fn a_plain_sandbox_is_one_single_threaded_envd() {
+    let serve = Serve::start_with("plain", &["--isolation", "plain"]);
+    let sibling = Path::new(BIN).with_file_name("e2b-serve-envd");
+    assert!(
+        serve
+            .banner
+            .contains(&format!("each sandbox's envd: {}", sibling.display())),
+        "the banner names the envd sandboxes run: {}",
+        serve.banner
+    );
+    let id = create_and_echo(&serve);
+    let procs = envd_processes(&id);
     assert_eq!(procs.len(), 1, "one envd process per sandbox: {procs:?}");
-    let cmdline = std::fs::read(format!("/proc/{}/cmdline", procs[0])).unwrap();
-    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-    assert_eq!(&args[1..3], [b"serve".as_slice(), b"envd".as_slice()]);
+    let args = argv(procs[0]);
+    assert_eq!(
+        Path::new(&args[0]),
+        sibling,
+        "the sandbox runs e2b-serve-envd: {args:?}"
+    );
     let status = std::fs::read_to_string(format!("/proc/{}/status", procs[0])).unwrap();
     // The runtime's one thread, plus envd's command spawner once a command ran (a
     // multi-threaded runtime would add a worker per core).
@@ -363,4 +418,73 @@ fn a_plain_sandbox_is_one_single_threaded_envd() {
         );
     }
     assert!(ok(&serve.e2b(&["sandbox", "kill", &id])).contains("has been killed"));
+}
+
+/// An `e2b` binary in `dir` (a hard link to the one under test where the filesystem allows it),
+/// with `sibling` written beside it as `e2b-serve-envd` when given.
+fn e2b_in(dir: &Path, sibling: Option<&str>) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::create_dir_all(dir).unwrap();
+    let exe = dir.join("e2b");
+    if std::fs::hard_link(BIN, &exe).is_err() {
+        std::fs::copy(BIN, &exe).unwrap();
+    }
+    if let Some(script) = sibling {
+        let path = dir.join("e2b-serve-envd");
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    exe
+}
+
+/// Without a working `e2b-serve-envd` beside it (absent, another version, or one that never
+/// answers `--version`), `e2b serve` says so and its sandboxes run `e2b serve envd`.
+#[test]
+fn without_its_sandbox_envd_beside_it_e2b_serve_runs_itself() {
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("serve-envd-fallback-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let cases = [
+        ("absent", None, None),
+        (
+            "stale",
+            Some("#!/bin/sh\necho e2b-serve-envd 0.0.1\n"),
+            Some("answered \"e2b-serve-envd 0.0.1\""),
+        ),
+        (
+            "hung",
+            Some("#!/bin/sh\nexec sleep 600\n"),
+            Some("did not answer within 10 s"),
+        ),
+    ];
+    // The three at once: the hung case waits out the version check's 10 s.
+    std::thread::scope(|scope| {
+        for (name, script, warning) in cases {
+            let root = &root;
+            scope.spawn(move || {
+                let exe = e2b_in(&root.join(name), script);
+                let serve = Serve::start_program(
+                    &exe,
+                    &format!("fallback-{name}"),
+                    &["--isolation", "plain"],
+                );
+                let own = format!("each sandbox's envd: {} serve envd", exe.display());
+                assert!(serve.banner.contains(&own), "{name}: {}", serve.banner);
+                if let Some(warning) = warning {
+                    let stderr = serve.stderr.lock().unwrap().clone();
+                    assert!(
+                        stderr.contains("not using") && stderr.contains(warning),
+                        "{name}: e2b serve says why it does not use its e2b-serve-envd: {stderr}"
+                    );
+                }
+                let id = create_and_echo(&serve);
+                let procs = envd_processes(&id);
+                assert_eq!(procs.len(), 1, "{name}: {procs:?}");
+                let args = argv(procs[0]);
+                assert_eq!(Path::new(&args[0]), exe, "{name}: {args:?}");
+                assert_eq!(&args[1..3], ["serve", "envd"], "{name}: {args:?}");
+            });
+        }
+    });
+    let _ = std::fs::remove_dir_all(&root);
 }

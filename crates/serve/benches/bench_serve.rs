@@ -13,7 +13,11 @@
 //! ```
 //!
 //! Each sandbox's envd is the `e2b-serve` binary cargo builds with this bench, in the same
-//! profile (`E2B_SERVE_BIN` overrides it).
+//! profile, as `e2b-serve envd` (`E2B_SERVE_BIN` overrides the binary), or `E2B_SERVE_ENVD=PATH`
+//! with no arguments: `e2b serve`'s own `target/release/e2b-serve-envd`, or `e2b-envd`.
+//!
+//! Commands run as `bash -l -c`, as E2B's SDKs run them: a slow login profile on this machine
+//! (`/root/.bashrc` or `/home/user/.profile` running `pyenv init`, say) adds to part 1.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -145,7 +149,13 @@ async fn main() {
     let mut config = ServeConfig::ephemeral(KEY);
     config.state_dir = Some(state.path().to_path_buf());
     config.max_sandboxes = n + 10;
-    let runtime = PlainRuntime::new(EnvdCommand::envd(&bin, vec!["envd".into()]));
+    let command = match std::env::var_os("E2B_SERVE_ENVD") {
+        Some(envd) => EnvdCommand::envd(envd, Vec::new()),
+        None => EnvdCommand::envd(&bin, vec!["envd".into()]),
+    };
+    println!("each sandbox's envd: {command}");
+    let envd_program = command.program.clone();
+    let runtime = PlainRuntime::new(command);
     let serve = Serve::start(config, Arc::new(runtime)).await.unwrap();
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
@@ -189,7 +199,7 @@ async fn main() {
     }
     times.sort_by(f64::total_cmp);
     if !stream_only {
-        report(&times, &local, &sandboxes).await;
+        report(&times, &local, &sandboxes, &envd_program).await;
     }
     stream_part(&serve, &sandboxes[0], bytes).await;
     serve.shutdown().await;
@@ -201,7 +211,7 @@ async fn main() {
     );
 }
 
-async fn report(times: &[f64], local: &[f64], sandboxes: &[Value]) {
+async fn report(times: &[f64], local: &[f64], sandboxes: &[Value], envd: &std::path::Path) {
     let n = sandboxes.len();
     let (p50, p90) = (percentile(times, 0.5), percentile(times, 0.9));
     println!(
@@ -210,25 +220,29 @@ async fn report(times: &[f64], local: &[f64], sandboxes: &[Value]) {
         p50 / percentile(local, 0.5)
     );
 
-    // 2. n idle sandboxes: memory per sandbox.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // 2. n idle sandboxes: memory per sandbox, once each envd has been idle long enough to
+    // give its freed heap back (envd trims after 5 s idle).
+    tokio::time::sleep(Duration::from_secs(6)).await;
     let (mut rss, mut pss, mut envd_rss) = (Vec::new(), Vec::new(), Vec::new());
+    let mut processes = 0;
     for s in sandboxes {
         let id = s["sandboxID"].as_str().unwrap();
         let pids = pids_with(id);
+        processes += pids.len();
         let mut r = 0;
         let mut p = 0;
         for pid in &pids {
             r += kib(*pid, "status", "VmRSS:");
             p += kib(*pid, "smaps_rollup", "Pss:");
         }
-        // envd is the largest of the processes running `… envd …` (its sentinel, a fork of
-        // it, runs the same command line).
+        // envd is the largest of the processes running the envd program (a fork of it, such
+        // as an isolated sandbox's sentinel, runs the same command line).
+        let envd_argv0 = envd.as_os_str().as_encoded_bytes();
         let envd = pids
             .iter()
             .filter(|pid| {
                 std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(b"envd".as_slice()))
+                    .is_ok_and(|c| c.split(|b| *b == 0).next() == Some(envd_argv0))
             })
             .map(|pid| kib(*pid, "status", "VmRSS:"))
             .max();
@@ -241,7 +255,7 @@ async fn report(times: &[f64], local: &[f64], sandboxes: &[Value]) {
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let serve_rss = kib(std::process::id() as i32, "status", "VmRSS:") as f64 / 1024.0;
     println!(
-        "{n} idle sandboxes: per sandbox RSS {:.1} MiB (envd alone {:.1} MiB), PSS {:.1} MiB (goal ≤ 10 MiB); this process (e2b serve + bench client) RSS {serve_rss:.1} MiB",
+        "{n} idle sandboxes ({processes} processes): per sandbox RSS {:.1} MiB (envd alone {:.1} MiB), PSS {:.1} MiB (goal ≤ 10 MiB); this process (e2b serve + bench client) RSS {serve_rss:.1} MiB",
         mean(&rss),
         mean(&envd_rss),
         mean(&pss)

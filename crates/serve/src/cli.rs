@@ -43,7 +43,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = "auto", value_name = "auto|plain|isolated")]
     pub isolation: String,
     /// Run this envd binary (for example `e2b-envd`) for each sandbox instead of this program's
-    /// own envd.
+    /// own envd (`e2b serve`'s default: `e2b-serve-envd` beside `e2b` when it is the same
+    /// version).
     #[arg(long, value_name = "PATH")]
     pub envd_program: Option<PathBuf>,
     /// Internal modes used by the sandboxes themselves.
@@ -162,6 +163,7 @@ pub async fn run_cli_with(
         Some(p) => EnvdCommand::envd(p, Vec::new()),
         None => EnvdCommand::current_exe(prefix)?,
     };
+    let envd_line = format!("  each sandbox's envd: {command}");
     let available = if can_isolate {
         crate::runtime::isolation_available()
     } else {
@@ -194,6 +196,7 @@ pub async fn run_cli_with(
     if let Some(why) = why_plain {
         println!("  sandboxes are not isolated: {why}");
     }
+    println!("{envd_line}");
     println!("  API key {note}");
     println!("export E2B_API_URL={}", handle.api_url());
     println!("export E2B_SANDBOX_URL={}", handle.edge_url());

@@ -136,6 +136,17 @@ impl EnvdCommand {
     }
 }
 
+/// The command line without the flags `e2b serve` adds, as `/usr/bin/e2b serve envd`.
+impl std::fmt::Display for EnvdCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.program.display())?;
+        for arg in &self.envd_args {
+            write!(f, " {}", arg.to_string_lossy())?;
+        }
+        Ok(())
+    }
+}
+
 /// The process runtime: each sandbox is an envd process (own port, own process table, own
 /// working directory, own access token), PID 1 of a PID namespace of its own where the machine
 /// allows it (root); pause = SIGSTOP of the whole process tree.
