@@ -8,7 +8,11 @@
 //! cargo bench -p e2b-commands --bench stream                  # 1 GiB and 4 GiB (or: scripts/bench commands)
 //! cargo bench -p e2b-commands --bench stream -- 256M 1G       # custom sizes
 //! cargo bench -p e2b-commands --bench stream -- --rounds 7 1G # more rounds per row
+//! cargo bench -p e2b-commands --bench stream -- --daemon multi-thread 1G
 //! ```
+//!
+//! The daemon runs on one thread by default, as each sandbox's envd of `e2b serve` does
+//! (`--daemon multi-thread`: a worker per core, as `e2b-envd`).
 //!
 //! Both floors move by up to ±50 % from one second to the next on a shared two-core machine, so
 //! each row is measured in rounds (3 by default): raw pipe, relay floor and client, one right
@@ -61,14 +65,22 @@ fn main() {
         .filter(|a| a != "--bench")
         .collect();
     match args.first().map(String::as_str) {
-        Some("serve") => serve(),
+        Some("serve") => serve(args.get(1).map(String::as_str)),
         Some("client") => client(&args[1..]),
         _ => drive(&args),
     }
 }
 
-fn serve() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
+/// `serve [current-thread|multi-thread]`: the daemon on this runtime until stdin closes.
+fn serve(runtime: Option<&str>) {
+    let rt = match runtime {
+        Some("multi-thread") => tokio::runtime::Runtime::new().unwrap(),
+        Some("current-thread") | None => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+        Some(other) => panic!("--daemon takes current-thread or multi-thread, not {other}"),
+    };
     rt.block_on(async {
         let mut config = e2b_envd::EnvdConfig::ephemeral();
         config.access_token = Some("bench-token".into());
@@ -200,6 +212,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn drive(args: &[String]) {
     let mut rounds = 3usize;
+    let mut daemon = "current-thread".to_owned();
     let mut sizes: Vec<u64> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -209,6 +222,12 @@ fn drive(args: &[String]) {
                 .and_then(|n| n.parse().ok())
                 .filter(|&n| n > 0)
                 .expect("--rounds takes a positive number");
+        } else if a == "--daemon" {
+            daemon = it
+                .next()
+                .filter(|d| *d == "current-thread" || *d == "multi-thread")
+                .expect("--daemon takes current-thread or multi-thread")
+                .clone();
         } else {
             sizes.push(parse_size(a));
         }
@@ -218,9 +237,9 @@ fn drive(args: &[String]) {
     }
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new(&exe);
-    cmd.arg("serve").stdin(Stdio::piped());
+    cmd.args(["serve", &daemon]).stdin(Stdio::piped());
     let (mut server, url) = e2b_test_support::spawn_daemon_printing_url(cmd);
-    eprintln!("envd (child process) at {url}; {rounds} round(s) per row");
+    eprintln!("envd (child process, {daemon} runtime) at {url}; {rounds} round(s) per row");
 
     let run = |bytes: u64, mode: &str, transport: &str| -> Run {
         let out = Command::new(&exe)

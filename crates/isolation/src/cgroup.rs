@@ -58,6 +58,70 @@ fn own_path(controller: &str) -> Option<String> {
     None
 }
 
+/// This process's pid as the mounted `/proc` numbers it (the first `NSpid` field): its pid on
+/// the host when it is PID 1 of a PID namespace but sees the host's `/proc`, as an isolated
+/// sandbox's supervisor under `e2b serve` does.
+fn owner_pid() -> i32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let nspid = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+            nspid.split_whitespace().next()?.parse().ok()
+        })
+        .unwrap_or_else(|| i32::try_from(std::process::id()).unwrap_or(i32::MAX))
+}
+
+/// The cgroup name of sandbox `id`, the `n`th of this process: `e2b-<id>-<owner pid>-<n>`.
+pub(crate) fn name(id: &str, n: u32) -> String {
+    format!("e2b-{id}-{}-{n}", owner_pid())
+}
+
+/// The owner pid in a name made by [`name`] (`None` for any other name, envd's
+/// `e2b-envd-<pid>-<n>-<hex>` base cgroups included).
+fn owner_of(name: &str) -> Option<i32> {
+    let rest = name.strip_prefix("e2b-")?;
+    if rest.starts_with("envd-") {
+        return None;
+    }
+    let mut parts = rest.rsplitn(3, '-');
+    parts.next()?.parse::<u32>().ok()?;
+    let pid = parts.next()?.parse().ok()?;
+    parts.next().filter(|id| !id.is_empty()).map(|_| pid)
+}
+
+/// Removes the cgroups under `parent` that sandboxes left when their supervisor was killed
+/// before it could remove them (`e2b serve` kills a sandbox's whole process tree): those whose
+/// owner pid is no longer in `/proc`. Children go first; the kernel refuses to remove a cgroup
+/// that still holds a process, so a populated one stays.
+fn remove_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    let me = owner_pid();
+    for e in entries.flatten() {
+        let Some(owner) = e.file_name().to_str().and_then(owner_of) else {
+            continue;
+        };
+        if owner != me && !Path::new("/proc").join(owner.to_string()).exists() {
+            remove_tree(&e.path());
+        }
+    }
+}
+
+/// Removes a cgroup and the cgroups below it, deepest first, killing nothing.
+fn remove_tree(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&e.path());
+            }
+        }
+    }
+    if std::fs::remove_dir(dir).is_ok() {
+        tracing::debug!(dir = %dir.display(), "removed a stale sandbox cgroup");
+    }
+}
+
 /// One sandbox's cgroups.
 #[derive(Debug)]
 pub(crate) struct Cgroup {
@@ -99,7 +163,9 @@ impl Cgroup {
             return None;
         }
         let own = own_path(controller).unwrap_or_else(|| "/".into());
-        let dir = mount.join(own.trim_start_matches('/')).join(name);
+        let parent = mount.join(own.trim_start_matches('/'));
+        remove_stale(&parent);
+        let dir = parent.join(name);
         match std::fs::create_dir(&dir) {
             Ok(()) => Some(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(dir),
@@ -189,6 +255,7 @@ impl Cgroup {
         // Controllers for the children (fails under the no-internal-processes rule when this
         // process's own cgroup is not delegated for it; freeze and kill still work).
         let _ = write(&parent.join("cgroup.subtree_control"), "+memory +pids +cpu");
+        remove_stale(&parent);
         let dir = parent.join(name);
         if let Err(e) = std::fs::create_dir(&dir)
             && e.kind() != std::io::ErrorKind::AlreadyExists
@@ -407,5 +474,22 @@ fn cannot_create(dir: &Path, e: &std::io::Error) {
         tracing::debug!(dir = %dir.display(), error = %e, "cannot create a cgroup (not root)");
     } else {
         tracing::warn!(dir = %dir.display(), error = %e, "cannot create a cgroup");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_names_are_ours_only() {
+        let ours = name("i0abc-def", 7);
+        assert_eq!(owner_of(&ours), Some(owner_pid()));
+        assert_eq!(owner_of("e2b-sbx-123-4"), Some(123));
+        assert_eq!(owner_of("e2b-envd-123-0-012345678901"), None);
+        assert_eq!(owner_of("e2b-123-4"), None);
+        assert_eq!(owner_of("e2b--123-4"), None);
+        assert_eq!(owner_of("e2b-i02oglmvhba15945drkmc-10714"), None);
+        assert_eq!(owner_of("user.slice"), None);
     }
 }

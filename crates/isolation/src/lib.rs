@@ -454,7 +454,9 @@ impl IsolatedSandbox {
             .prepare(&spec.template)?
             .template;
         let ids = id_map();
-        let cg_name = format!("e2b-{}-{}", spec.id, cgroup_suffix());
+        // Named after this supervisor (its pid as `/proc` shows it), so that once it is gone
+        // the next sandbox to start removes what it left (see `cgroup::remove_stale`).
+        let cg_name = cgroup::name(&spec.id, cgroup_suffix());
         let ro_mounts = resolve_ro_mounts(&spec.ro_mounts)?;
         let program = program
             .canonicalize()

@@ -210,3 +210,137 @@ async fn envd_is_pid_1_and_reaps_the_sandboxs_orphans() {
     assert_eq!(out.stdout, "still\n");
     env.serve.shutdown().await;
 }
+
+/// The cgroup v2 directory holding `pid`'s own cgroup (where envd puts its commands' base
+/// cgroup), from the mount table and `/proc/<pid>/cgroup`.
+fn cgroup_dir_of(pid: i32) -> std::path::PathBuf {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mount = mountinfo
+        .lines()
+        .find_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let f: Vec<&str> = left.split(' ').collect();
+            (right.starts_with("cgroup2 ") && f.get(3) == Some(&"/")).then(|| f[4].to_owned())
+        })
+        .expect("missing: a cgroup v2 hierarchy (envd tracks commands in cgroups there)");
+    let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let own = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
+    std::path::Path::new(&mount).join(own.trim_start_matches('/'))
+}
+
+/// Killing a sandbox leaves no cgroup behind: its envd named its commands' base cgroup after
+/// its pid on the host (not 1, its pid in its own namespace), so the next envd to start sees
+/// the owner is gone and removes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_sandboxs_cgroup_is_removed() {
+    if !nix::unistd::Uid::effective().is_root() {
+        panic!("missing: root (envd creates cgroups for commands only where it may)");
+    }
+    let env = start().await;
+    let first = env.create(json!({})).await;
+    let first_id = id(&first);
+    env.commands(&first, Transport::GrpcWeb)
+        .run("true", e2b_commands::CommandOptions::new())
+        .await
+        .unwrap();
+    let envd = pids_with(&format!("/{first_id}/home"));
+    assert_eq!(envd.len(), 1, "{envd:?}");
+    let parent = cgroup_dir_of(envd[0]);
+    let prefix = format!("e2b-envd-{}-", envd[0]);
+    let bases: Vec<std::path::PathBuf> = std::fs::read_dir(&parent)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(
+        bases.len(),
+        1,
+        "envd {} should name its base cgroup in {} after its host pid: {bases:?}",
+        envd[0],
+        parent.display()
+    );
+    let (status, _) = env.delete(&format!("/sandboxes/{first_id}")).await;
+    assert_eq!(status, 204);
+    assert!(
+        eventually(Duration::from_secs(10), || !std::path::Path::new(&format!(
+            "/proc/{}",
+            envd[0]
+        ))
+        .exists())
+        .await,
+        "the killed sandbox's envd is gone"
+    );
+    let second = env.create(json!({})).await;
+    env.commands(&second, Transport::GrpcWeb)
+        .run("true", e2b_commands::CommandOptions::new())
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || !bases[0].exists()).await,
+        "the killed sandbox's cgroup {} is still there",
+        bases[0].display()
+    );
+    env.serve.shutdown().await;
+}
+
+/// The cgroups of sandbox `id` (an isolated sandbox's `e2b-<id>-…`, in every hierarchy).
+fn sandbox_cgroups(id: &str) -> Vec<std::path::PathBuf> {
+    let prefix = format!("e2b-{id}-");
+    let mut found = Vec::new();
+    let mut dirs = vec![std::path::PathBuf::from("/sys/fs/cgroup")];
+    // The hierarchies' roots and one level below (v1 mounts one per controller).
+    for _ in 0..2 {
+        let mut next = Vec::new();
+        for dir in dirs {
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    found.push(e.path());
+                } else {
+                    next.push(e.path());
+                }
+            }
+        }
+        dirs = next;
+    }
+    found
+}
+
+/// Killing an isolated sandbox (its supervisor, envd and everything it ran get SIGKILL) leaves
+/// no cgroup behind: the sandbox's cgroups carry its supervisor's pid, and the next sandbox
+/// to start removes those whose supervisor is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_isolated_sandboxs_cgroups_are_removed() {
+    let env = start_isolated().await;
+    let first = env.create(json!({})).await;
+    let first_id = id(&first);
+    let cgroups = sandbox_cgroups(&first_id);
+    assert!(
+        !cgroups.is_empty(),
+        "missing: the isolated sandbox's cgroups (needs a writable cgroup hierarchy, as root)"
+    );
+    let (status, _) = env.delete(&format!("/sandboxes/{first_id}")).await;
+    assert_eq!(status, 204);
+    // Each new sandbox sweeps: a few, in case the first's processes were still exiting when
+    // the next one started.
+    let mut swept = false;
+    for _ in 0..5 {
+        let next = env.create(json!({})).await;
+        let (status, _) = env.delete(&format!("/sandboxes/{}", id(&next))).await;
+        assert_eq!(status, 204);
+        if sandbox_cgroups(&first_id).is_empty() {
+            swept = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        swept,
+        "the killed sandbox's cgroups are still there: {:?}",
+        sandbox_cgroups(&first_id)
+    );
+    env.serve.shutdown().await;
+}

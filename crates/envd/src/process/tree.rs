@@ -60,9 +60,23 @@ fn own_cgroup_dir() -> Option<PathBuf> {
     dir.is_dir().then_some(dir)
 }
 
-fn pid_alive(pid: i32) -> bool {
-    // SAFETY: kill with signal 0 only checks for existence.
-    unsafe { libc::kill(pid, 0) == 0 }
+/// This process's pid as the mounted `/proc` numbers it (the first `NSpid` field). For a
+/// daemon that is PID 1 of its own PID namespace but sees the host's `/proc` (each plain sandbox
+/// of `e2b serve`) that is its pid on the host: daemons in different namespaces thus name their
+/// base cgroups apart, and [`clean_stale`] can tell when one's owner is gone.
+fn proc_pid() -> i32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let nspid = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+            nspid.split_whitespace().next()?.parse().ok()
+        })
+        .unwrap_or_else(|| i32::try_from(std::process::id()).unwrap_or(i32::MAX))
+}
+
+/// Whether `pid` (as the mounted `/proc` numbers it, see [`proc_pid`]) is a live process.
+fn proc_alive(pid: i32) -> bool {
+    Path::new("/proc").join(pid.to_string()).exists()
 }
 
 /// Kills what is left in a cgroup and removes it (children first).
@@ -102,9 +116,13 @@ fn remove_tree(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-/// Removes empty base cgroups left by daemons that died (their pid is gone). Populated ones are
-/// left alone: the pid may belong to another PID namespace sharing this cgroup.
-fn clean_stale(parent: &Path) {
+/// Removes empty base cgroups left by daemons that died (their pid is gone from `/proc`), such
+/// as a sandbox's envd that `e2b serve` killed. Populated ones are left alone: the pid may belong
+/// to another PID namespace sharing this cgroup. A base named after pid 1 that is not ours is
+/// stale too: only the init of a PID namespace gets that name, and the daemons that did so
+/// while sharing a cgroup with others (PID 1 of a namespace that sees the host's `/proc`) now
+/// name theirs after their host pid.
+fn clean_stale(parent: &Path, me: i32) {
     let Ok(rd) = std::fs::read_dir(parent) else {
         return;
     };
@@ -116,7 +134,7 @@ fn clean_stale(parent: &Path) {
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
             continue;
         };
-        if pid != std::process::id() as i32 && !pid_alive(pid) && unpopulated(&e.path()) {
+        if pid != me && (pid == 1 || !proc_alive(pid)) && unpopulated(&e.path()) {
             remove_tree(&e.path());
         }
     }
@@ -199,12 +217,14 @@ impl Tracker {
     pub(crate) fn new() -> Self {
         static N: AtomicU64 = AtomicU64::new(0);
         let base = own_cgroup_dir().and_then(|parent| {
-            clean_stale(&parent);
-            // The pid alone is not unique: daemons in different PID namespaces share it. A
-            // random suffix keeps one daemon's `cgroup.kill` away from another's commands.
+            let me = proc_pid();
+            clean_stale(&parent, me);
+            // The pid alone is not unique: daemons in different PID namespaces with their own
+            // `/proc` share it. A random suffix keeps one daemon's `cgroup.kill` away from
+            // another's commands.
             let dir = parent.join(format!(
                 "e2b-envd-{}-{}-{}",
-                std::process::id(),
+                me,
                 N.fetch_add(1, Ordering::Relaxed),
                 &uuid::Uuid::new_v4().simple().to_string()[..12]
             ));
