@@ -58,10 +58,12 @@ fn own_path(controller: &str) -> Option<String> {
     None
 }
 
-/// This process's pid as the mounted `/proc` numbers it (the first `NSpid` field): its pid on
-/// the host when it is PID 1 of a PID namespace but sees the host's `/proc`, as an isolated
-/// sandbox's supervisor under `e2b serve` does.
-fn owner_pid() -> i32 {
+/// This process's pid as the mounted `/proc` numbers it (the first `NSpid` field of
+/// `/proc/self/status`): its pid on the host when it is PID 1 of a PID namespace but still sees
+/// the host's `/proc` (each sandbox of `e2b serve`). A cgroup named after it can be recognised
+/// as left behind once `/proc/<pid>` is gone, where a name with the pid inside the namespace
+/// (1) could not.
+pub fn proc_pid() -> i32 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
@@ -73,7 +75,7 @@ fn owner_pid() -> i32 {
 
 /// The cgroup name of sandbox `id`, the `n`th of this process: `e2b-<id>-<owner pid>-<n>`.
 pub(crate) fn name(id: &str, n: u32) -> String {
-    format!("e2b-{id}-{}-{n}", owner_pid())
+    format!("e2b-{id}-{}-{n}", proc_pid())
 }
 
 /// The owner pid in a name made by [`name`] (`None` for any other name, envd's
@@ -97,7 +99,7 @@ fn remove_stale(parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
-    let me = owner_pid();
+    let me = proc_pid();
     for e in entries.flatten() {
         let Some(owner) = e.file_name().to_str().and_then(owner_of) else {
             continue;
@@ -484,7 +486,7 @@ mod tests {
     #[test]
     fn stale_names_are_ours_only() {
         let ours = name("i0abc-def", 7);
-        assert_eq!(owner_of(&ours), Some(owner_pid()));
+        assert_eq!(owner_of(&ours), Some(proc_pid()));
         assert_eq!(owner_of("e2b-sbx-123-4"), Some(123));
         assert_eq!(owner_of("e2b-envd-123-0-012345678901"), None);
         assert_eq!(owner_of("e2b-123-4"), None);

@@ -19,6 +19,7 @@ use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock, mpsc};
 
+pub use cgroup::proc_pid;
 pub use paths::command_host_paths;
 pub use spec::{IdMap, Network, RoMount, SANDBOX_USER_ID, SandboxSpec, Template};
 pub use template::{ArchiveProblem, PreparedTemplate, TemplateCache, UnpackLimits};

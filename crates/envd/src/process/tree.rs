@@ -60,21 +60,8 @@ fn own_cgroup_dir() -> Option<PathBuf> {
     dir.is_dir().then_some(dir)
 }
 
-/// This process's pid as the mounted `/proc` numbers it (the first `NSpid` field). For a
-/// daemon that is PID 1 of its own PID namespace but sees the host's `/proc` (each plain sandbox
-/// of `e2b serve`) that is its pid on the host: daemons in different namespaces thus name their
-/// base cgroups apart, and [`clean_stale`] can tell when one's owner is gone.
-fn proc_pid() -> i32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            let nspid = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
-            nspid.split_whitespace().next()?.parse().ok()
-        })
-        .unwrap_or_else(|| i32::try_from(std::process::id()).unwrap_or(i32::MAX))
-}
-
-/// Whether `pid` (as the mounted `/proc` numbers it, see [`proc_pid`]) is a live process.
+/// Whether `pid` (as the mounted `/proc` numbers it, see [`e2b_isolation::proc_pid`]) is a live
+/// process.
 fn proc_alive(pid: i32) -> bool {
     Path::new("/proc").join(pid.to_string()).exists()
 }
@@ -217,7 +204,10 @@ impl Tracker {
     pub(crate) fn new() -> Self {
         static N: AtomicU64 = AtomicU64::new(0);
         let base = own_cgroup_dir().and_then(|parent| {
-            let me = proc_pid();
+            // Named after our pid as `/proc` numbers it (our host pid as PID 1 of a sandbox's
+            // namespace), so daemons in different namespaces name their bases apart and
+            // `clean_stale` can tell when one's owner is gone.
+            let me = e2b_isolation::proc_pid();
             clean_stale(&parent, me);
             // The pid alone is not unique: daemons in different PID namespaces with their own
             // `/proc` share it. A random suffix keeps one daemon's `cgroup.kill` away from
