@@ -11,6 +11,12 @@
 //! cargo bench -p e2b-commands --bench stream -- --daemon multi-thread 1G
 //! ```
 //!
+//! For A/B runs by hand, its sub-commands: `serve [current-thread|multi-thread]` prints the
+//! daemon's URL and serves until stdin closes, `client URL BYTES callback|events|retain
+//! [grpc|grpc-web|in-process]` streams once and prints one line (bytes, seconds, peak RSS KiB,
+//! retained bytes, bytes per chunk, CPU seconds, minor faults), `floor BYTES` prints the relay
+//! floor's seconds.
+//!
 //! The daemon runs on one thread by default, as each sandbox's envd of `e2b serve` does
 //! (`--daemon multi-thread`: a worker per core, as `e2b-envd`).
 //!
@@ -67,6 +73,10 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("serve") => serve(args.get(1).map(String::as_str)),
         Some("client") => client(&args[1..]),
+        Some("floor") => println!(
+            "{:.3}",
+            e2b_test_support::floor::pipe_tcp_relay(parse_size(&args[1])).as_secs_f64()
+        ),
         _ => drive(&args),
     }
 }

@@ -53,10 +53,49 @@ pub type FilesystemClient =
 
 /// HTTP/2 frame size the h2c transport accepts.
 const H2_MAX_FRAME_SIZE: u32 = 1 << 20;
-/// Per-stream flow-control window of the h2c transport.
-const H2_STREAM_WINDOW: u32 = 4 << 20;
-/// Connection flow-control window of the h2c transport (shared by concurrent streams).
-const H2_CONNECTION_WINDOW: u32 = 16 << 20;
+/// HTTP/2 flow-control windows of the h2c transport: per stream and per connection (four
+/// streams' worth, so concurrent commands do not wait on each other).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct H2Windows {
+    stream: u32,
+    connection: u32,
+}
+
+/// Windows to an envd on this machine (`e2b serve`, `e2b-envd`, a local port forward).
+///
+/// 1 MiB, not more: the client hands a window back (WINDOW_UPDATE) once its output pump has
+/// taken the buffered data, so envd sends a window's worth and waits while the client works
+/// through it, and the command behind envd waits on its full pipe. With 4 MiB that rhythm was
+/// a 3.6 ms convoy with one core idle half of it; with 1 MiB a 1 GiB stream runs 20–30 %
+/// faster straight to envd and as fast through `e2b serve`'s edge
+/// (`docs/bench-history/commands.md`, run 11), and one stream holds a quarter of the memory.
+const LOOPBACK_WINDOWS: H2Windows = H2Windows {
+    stream: 1 << 20,
+    connection: 4 << 20,
+};
+
+/// Windows over a network (E2B's cloud): a window caps one stream at window / round trip, so
+/// 4 MiB keeps 80 MiB/s at 50 ms.
+const NETWORK_WINDOWS: H2Windows = H2Windows {
+    stream: 4 << 20,
+    connection: 16 << 20,
+};
+
+/// The windows for `uri`: the loopback ones when its host is `localhost` or a loopback
+/// address (nothing is in flight on the wire there), the network ones otherwise.
+fn h2_windows(uri: &http::Uri) -> H2Windows {
+    let host = uri.host().unwrap_or_default();
+    let ip = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || ip
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        LOOPBACK_WINDOWS
+    } else {
+        NETWORK_WINDOWS
+    }
+}
 
 /// A channel over an in-process service that speaks plain gRPC.
 pub(crate) fn from_service<S, B>(service: S) -> EnvdChannel
@@ -93,6 +132,7 @@ pub(crate) fn h2c(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
             endpoint.url
         )));
     }
+    let windows = h2_windows(&uri);
     let channel = tonic::transport::Endpoint::from(uri)
         .connect_timeout(endpoint.connect_timeout)
         .tcp_nodelay(true)
@@ -101,8 +141,8 @@ pub(crate) fn h2c(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
         // Output streams are bulk transfers: bigger frames and windows than h2's 16 KiB / 64 KiB
         // defaults let one stream run at pipe speed (about 3x the default here).
         .max_frame_size(H2_MAX_FRAME_SIZE)
-        .initial_stream_window_size(H2_STREAM_WINDOW)
-        .initial_connection_window_size(H2_CONNECTION_WINDOW)
+        .initial_stream_window_size(windows.stream)
+        .initial_connection_window_size(windows.connection)
         .connect_lazy();
     Ok(BoxCloneSyncService::new(channel.map_err(ChannelError::new)))
 }
@@ -174,4 +214,35 @@ pub(crate) fn grpc_web(endpoint: &EnvdEndpoint) -> Result<(EnvdChannel, EnvdChan
         .map_response(|resp| resp.map(Body::new))
         .map_err(ChannelError::new);
     Ok((BoxCloneSyncService::new(svc), BoxCloneSyncService::new(raw)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn windows(url: &str) -> H2Windows {
+        h2_windows(&url.parse().unwrap_or_else(|e| panic!("{url}: {e}")))
+    }
+
+    #[test]
+    fn loopback_hosts_get_the_small_windows_and_the_rest_the_network_ones() {
+        for url in [
+            "http://127.0.0.1:49983",
+            "http://127.8.9.10",
+            "http://localhost:3000",
+            "http://LOCALHOST",
+            "http://[::1]:49983",
+        ] {
+            assert_eq!(windows(url), LOOPBACK_WINDOWS, "{url}");
+        }
+        for url in [
+            "http://49983-abc.e2b.app",
+            "http://10.0.0.2:49983",
+            "http://[2001:db8::1]",
+            "http://localhost.example.com",
+            "http://0.0.0.0:49983",
+        ] {
+            assert_eq!(windows(url), NETWORK_WINDOWS, "{url}");
+        }
+    }
 }

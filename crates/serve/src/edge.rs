@@ -40,7 +40,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
-/// h2 frames up to 1 MiB, 4 MiB per stream, 16 MiB per connection (as `e2b-envd-client`).
+/// h2 frames up to 1 MiB, 4 MiB per stream, 16 MiB per connection: the edge's own HTTP/2
+/// sessions (not the bound h2c relay, whose windows are the client's and envd's). Larger than
+/// `e2b-envd-client`'s loopback windows: the edge hands a window back as soon as it has
+/// forwarded a frame, so it never holds a window's worth while the sender waits.
 const H2_MAX_FRAME: u32 = 1 << 20;
 const H2_STREAM_WINDOW: u32 = 4 << 20;
 const H2_CONNECTION_WINDOW: u32 = 16 << 20;
