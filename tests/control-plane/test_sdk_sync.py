@@ -3,6 +3,7 @@
 import os
 import pwd
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from datetime import timedelta
@@ -167,7 +168,10 @@ def test_get_host_reaches_a_server_in_the_sandbox():
             f"python3 -m http.server {port} --bind 127.0.0.1 --directory site", background=True
         )
         host = sbx.get_host(port)
-        assert host.startswith(f"{port}-{sbx.sandbox_id}."), host
+        # e2b serve answers `domain: localhost:<edge port>`, so the name is this machine's edge
+        # (never E2B's cloud, whose default domain the SDK falls back to without one).
+        edge_port = urllib.parse.urlsplit(os.environ["E2B_SANDBOX_URL"]).port
+        assert host == f"{port}-{sbx.sandbox_id}.localhost:{edge_port}", host
         url = os.environ["E2B_SANDBOX_URL"].rstrip("/") + "/index.html"
         body = None
         for _ in range(100):

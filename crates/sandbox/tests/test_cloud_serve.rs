@@ -166,6 +166,13 @@ async fn the_whole_lifecycle_through_the_facade() {
         .await
         .unwrap();
     assert_eq!(out.stdout, "hello from the API\nuser\n");
+    // Host names name this machine's edge (e2b serve answers `domain: localhost:<edge port>`),
+    // not E2B's cloud.
+    let edge_port = serve.edge_url.rsplit(':').next().unwrap();
+    assert_eq!(
+        sbx.host(8080),
+        Some(format!("8080-{}.localhost:{edge_port}", sbx.id()))
+    );
     let counter = format!("/tmp/e2b-api-test-counter-{tag}");
 
     let info = sbx.info().await.unwrap();

@@ -86,13 +86,13 @@ fn optional_body<T: DeserializeOwned + Default>(bytes: &Bytes, what: &str) -> Re
 }
 
 /// The answer of a connect: 201 when it resumed a paused sandbox, else 200.
-fn connected((s, resumed): (Arc<Sandbox>, bool)) -> Answer {
+fn connected(api: &Api, (s, resumed): (Arc<Sandbox>, bool)) -> Answer {
     let status = if resumed {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
-    Ok(json(status, &s.wire()))
+    Ok(json(status, &s.wire(&api.registry.settings)))
 }
 
 impl Api {
@@ -228,7 +228,7 @@ async fn auth(State(api): State<Api>, req: Request, next: Next) -> Response {
 
 async fn create(State(api): State<Api>, bytes: Bytes) -> Answer {
     let s = api.registry.create(body(&bytes, "NewSandbox")?).await?;
-    Ok(json(StatusCode::CREATED, &s.wire()))
+    Ok(json(StatusCode::CREATED, &s.wire(&api.registry.settings)))
 }
 
 /// `POST /v2/sandboxes` (`NewSandboxV2`, what the SDKs from 2.6x call): always secured, and an
@@ -245,13 +245,13 @@ async fn create_v2(State(api): State<Api>, headers: http::HeaderMap, bytes: Byte
         .as_deref()
         .and_then(|k| api.registry.by_idempotency_key(k))
     {
-        return Ok(json(StatusCode::CREATED, &s.wire()));
+        return Ok(json(StatusCode::CREATED, &s.wire(&api.registry.settings)));
     }
     let s = api.registry.create(req).await?;
     if let Some(k) = key {
         api.registry.remember_idempotency_key(k, &s.id);
     }
-    Ok(json(StatusCode::CREATED, &s.wire()))
+    Ok(json(StatusCode::CREATED, &s.wire(&api.registry.settings)))
 }
 
 /// `POST /v2/sandboxes/{id}/connect`: the body is optional, an omitted timeout is 300 s.
@@ -261,7 +261,7 @@ async fn connect_v2(State(api): State<Api>, SandboxId(id): SandboxId, bytes: Byt
         timeout: Option<i32>,
     }
     let req: ConnectV2 = optional_body(&bytes, "ConnectSandboxV2")?;
-    connected(api.registry.connect(&id, req.timeout.unwrap_or(300))?)
+    connected(&api, api.registry.connect(&id, req.timeout.unwrap_or(300))?)
 }
 
 async fn info(State(api): State<Api>, SandboxId(id): SandboxId) -> Answer {
@@ -295,13 +295,13 @@ async fn refresh(State(api): State<Api>, SandboxId(id): SandboxId, bytes: Bytes)
 
 async fn connect(State(api): State<Api>, SandboxId(id): SandboxId, bytes: Bytes) -> Answer {
     let req: wire::ConnectSandbox = body(&bytes, "ConnectSandbox")?;
-    connected(api.registry.connect(&id, req.timeout)?)
+    connected(&api, api.registry.connect(&id, req.timeout)?)
 }
 
 async fn resume(State(api): State<Api>, SandboxId(id): SandboxId, bytes: Bytes) -> Answer {
     let req: wire::ResumedSandbox = optional_body(&bytes, "ResumedSandbox")?;
     let s = api.registry.resume(&id, req.timeout.unwrap_or(15))?;
-    Ok(json(StatusCode::CREATED, &s.wire()))
+    Ok(json(StatusCode::CREATED, &s.wire(&api.registry.settings)))
 }
 
 async fn pause(State(api): State<Api>, SandboxId(id): SandboxId, bytes: Bytes) -> Answer {

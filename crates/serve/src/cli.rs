@@ -34,6 +34,11 @@ pub struct ServeArgs {
     /// system temporary directory, removed at exit).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// The domain sandboxes answer with, from which the SDKs build host names
+    /// (`get_host(8080)` = `8080-<id>.<domain>`), e.g. a wildcard DNS name pointing at this
+    /// machine. Default: `localhost:<edge port>` when --bind is a loopback address.
+    #[arg(long, value_name = "DOMAIN")]
+    pub domain: Option<String>,
     /// Most sandboxes at once; more are refused with 429.
     #[arg(long, default_value_t = 256)]
     pub max_sandboxes: usize,
@@ -188,6 +193,7 @@ pub async fn run_cli_with(
     config.edge_port = args.edge_port;
     config.state_dir = args.state_dir;
     config.max_sandboxes = args.max_sandboxes;
+    config.domain = args.domain;
     let handle = Serve::start(config, Arc::new(runtime)).await?;
     println!(
         "e2b serve: E2B's sandbox API on this machine (runtime: {})",

@@ -72,6 +72,8 @@ pub(crate) struct Settings {
     pub(crate) max_sandboxes: usize,
     pub(crate) max_timeout: Duration,
     pub(crate) state_dir: PathBuf,
+    /// The domain the SDKs build sandbox host names with (`<port>-<id>.<domain>`).
+    pub(crate) domain: Option<String>,
 }
 
 /// `running` or `paused`.
@@ -154,7 +156,7 @@ impl Sandbox {
     }
 
     /// `Sandbox` body (create/connect).
-    pub(crate) fn wire(&self) -> wire::Sandbox {
+    pub(crate) fn wire(&self, s: &Settings) -> wire::Sandbox {
         wire::Sandbox {
             template_id: TEMPLATE.into(),
             sandbox_id: self.id.clone(),
@@ -163,7 +165,7 @@ impl Sandbox {
             envd_version: self.envd_version.clone(),
             envd_access_token: self.token.clone(),
             traffic_access_token: None,
-            domain: None,
+            domain: s.domain.clone(),
         }
     }
 
@@ -186,7 +188,7 @@ impl Sandbox {
             volume_mounts: l.volume_mounts,
             envd_access_token: self.token.clone(),
             allow_internet_access: self.allow_internet_access,
-            domain: None,
+            domain: s.domain.clone(),
             network: None,
             lifecycle: Some(wire::SandboxLifecycle {
                 auto_resume: false,

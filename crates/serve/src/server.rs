@@ -40,6 +40,11 @@ pub struct ServeConfig {
     pub max_timeout: Duration,
     /// Interval between metrics samples. Default 5 s (E2B's collection interval).
     pub metrics_interval: Duration,
+    /// The domain create and connect answer, from which the SDKs build a sandbox's host names
+    /// (`get_host(port)` = `<port>-<id>.<domain>`; the edge routes such a `Host`). Default:
+    /// `localhost:<edge port>` when the edge listens on a loopback address (`*.localhost`
+    /// names reach this machine), none otherwise (the SDKs then fall back to `E2B_DOMAIN`).
+    pub domain: Option<String>,
 }
 
 impl ServeConfig {
@@ -54,6 +59,7 @@ impl ServeConfig {
             max_sandboxes: 256,
             max_timeout: Duration::from_secs(24 * 3600),
             metrics_interval: Duration::from_secs(5),
+            domain: None,
         }
     }
 
@@ -90,6 +96,9 @@ impl Serve {
         if config.api_key.is_empty() {
             return Err(ServeError::Config("the API key is empty".into()));
         }
+        if let Some(d) = &config.domain {
+            check_domain(d)?;
+        }
         let api_addr = SocketAddr::new(config.bind, config.api_port);
         let edge_addr = SocketAddr::new(config.bind, config.edge_port);
         let bind = |addr: SocketAddr| async move {
@@ -110,6 +119,14 @@ impl Serve {
                 (d, true)
             }
         };
+        let api_local = api_listener.local_addr()?;
+        let edge_local = edge_listener.local_addr()?;
+        let domain = config.domain.clone().or_else(|| {
+            edge_local
+                .ip()
+                .is_loopback()
+                .then(|| format!("localhost:{}", edge_local.port()))
+        });
         let (memory_mb, disk_size_mb) = host_resources(&state_dir);
         let settings = Settings {
             cpu_count: std::thread::available_parallelism()
@@ -120,14 +137,13 @@ impl Serve {
             max_sandboxes: config.max_sandboxes.max(1),
             max_timeout: config.max_timeout,
             state_dir: state_dir.clone(),
+            domain,
         };
         let registry = Arc::new(Registry::new(runtime, settings));
         let api = Api {
             registry: registry.clone(),
             api_key: config.api_key.clone().into(),
         };
-        let api_local = api_listener.local_addr()?;
-        let edge_local = edge_listener.local_addr()?;
         let mut tasks = Vec::new();
         let router = api::router(api);
         tasks.push(tokio::spawn(async move {
@@ -165,6 +181,24 @@ impl Serve {
             tasks,
             state_dir: owned_dir.then_some(state_dir),
         })
+    }
+}
+
+/// A domain is a host name with an optional port: no scheme, path or spaces.
+fn check_domain(domain: &str) -> Result<(), ServeError> {
+    let ok = !domain.is_empty()
+        && domain.len() <= 253
+        && domain
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':'))
+        && !domain.starts_with(['.', '-', ':']);
+    if ok {
+        Ok(())
+    } else {
+        Err(ServeError::Config(format!(
+            "--domain {domain:?} is not a host name: give one like sandboxes.example.com or \
+             localhost:49983 (no scheme, no path)"
+        )))
     }
 }
 

@@ -24,6 +24,10 @@ async fn create_info_timeout_connect_kill() {
             .is_some_and(|t| t.len() == 64)
     );
     assert!(sbx["trafficAccessToken"].is_null());
+    // The domain names this machine's edge, never E2B's cloud: the SDKs build host names
+    // (`get_host`) and, without E2B_SANDBOX_URL, envd's URL from it.
+    let domain = format!("localhost:{}", env.serve.edge_addr().port());
+    assert_eq!(sbx["domain"], domain.as_str(), "{sbx}");
     let version = sbx["envdVersion"].as_str().unwrap();
     assert!(semver_at_least(version, (0, 6, 4)), "{version}");
 
@@ -37,6 +41,7 @@ async fn create_info_timeout_connect_kill() {
     assert!(info["cpuCount"].as_u64().unwrap() >= 1);
     assert!(info["memoryMB"].as_u64().unwrap() > 0);
     assert_eq!(info["lifecycle"]["onTimeout"], "kill");
+    assert_eq!(info["domain"], domain.as_str(), "{info}");
     let end_at = info["endAt"].as_str().unwrap().to_string();
 
     // connect with a shorter timeout leaves endAt byte-for-byte alone (200) ...
@@ -45,6 +50,7 @@ async fn create_info_timeout_connect_kill() {
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["envdAccessToken"], sbx["envdAccessToken"]);
+    assert_eq!(body["domain"], domain.as_str(), "{body}");
     let (_, info) = env.get(&format!("/sandboxes/{id}")).await;
     assert_eq!(info["endAt"].as_str().unwrap(), end_at);
     // ... a longer one extends it.
@@ -102,6 +108,38 @@ async fn create_info_timeout_connect_kill() {
     assert_eq!(status, 404);
     assert_eq!(env.health(&id).await, 502);
     env.serve.shutdown().await;
+}
+
+/// `--domain` (for example a wildcard DNS name pointing at this machine) is what create,
+/// connect and info answer; a domain that is not a host name is refused at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_domain_is_what_sandboxes_answer() {
+    let env = start_with(|mut c| {
+        c.domain = Some("sandboxes.example.test:8443".into());
+        c
+    })
+    .await;
+    let sbx = env.create(json!({})).await;
+    let id = id(&sbx);
+    assert_eq!(sbx["domain"], "sandboxes.example.test:8443", "{sbx}");
+    let (status, body) = env
+        .post(&format!("/sandboxes/{id}/connect"), json!({"timeout": 60}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["domain"], "sandboxes.example.test:8443", "{body}");
+    let (_, info) = env.get(&format!("/sandboxes/{id}")).await;
+    assert_eq!(info["domain"], "sandboxes.example.test:8443", "{info}");
+    env.serve.shutdown().await;
+
+    for bad in ["", "https://x.test", "x.test/path", "a b", ".x.test"] {
+        let mut config = e2b_serve::ServeConfig::ephemeral(KEY);
+        config.domain = Some(bad.into());
+        let runtime = std::sync::Arc::new(e2b_serve::PlainRuntime::new(envd_command()));
+        let err = e2b_serve::Serve::start(config, runtime)
+            .await
+            .expect_err(&format!("domain {bad:?} must be refused"));
+        assert!(err.to_string().contains("not a host name"), "{bad:?}: {err}");
+    }
 }
 
 /// A command in a fresh sandbox through the edge over `transport`: its env vars, id, user and

@@ -20,6 +20,9 @@ test('create, run, files, info, list, timeout, connect, metrics, pause/resume, k
   const sbx = await Sandbox.create({ metadata: { tag }, envs: { GREETING: 'hi' }, timeoutMs: 120_000 })
   try {
     assert.equal(await sbx.isRunning(), true)
+    // e2b serve answers `domain: localhost:<edge port>`: host names reach this machine's edge.
+    const edgePort = new URL(process.env.E2B_SANDBOX_URL).port
+    assert.equal(sbx.getHost(8080), `8080-${sbx.sandboxId}.localhost:${edgePort}`)
     const out = await sbx.commands.run('echo $GREETING')
     assert.equal(out.stdout, 'hi\n')
 
