@@ -111,7 +111,13 @@ def test_metrics():
         for field in ("cpu_count", "cpu_used_pct", "mem_used", "mem_total", "disk_used", "disk_total"):
             assert getattr(m, field) is not None, field
         assert m.mem_used > 0
-        start = sbx.get_info().started_at
+        # The sandbox's own size, as info reports it (an isolated sandbox's limit, not the
+        # machine's memory): a program that sizes its work by it must fit.
+        info = sbx.get_info()
+        assert m.mem_total == info.memory_mb * 1024 * 1024, (m.mem_total, info.memory_mb)
+        assert m.cpu_count == info.cpu_count, (m.cpu_count, info.cpu_count)
+        assert 0 < m.disk_total and m.disk_used <= m.disk_total, (m.disk_used, m.disk_total)
+        start = info.started_at
         assert sbx.get_metrics(start=start - timedelta(days=2), end=start - timedelta(days=1)) == []
     finally:
         sbx.kill()

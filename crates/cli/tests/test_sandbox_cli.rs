@@ -342,26 +342,39 @@ fn exec_server_works_in_an_existing_sandbox() {
     assert!(stderr(&out).contains("nosuchsandbox"), "{}", stderr(&out));
 }
 
-/// The processes whose command line names sandbox `id`'s home (its envd).
-fn envd_processes(id: &str) -> Vec<i32> {
-    let marker = format!("/{id}/home");
+/// Every process's pid and command line.
+fn process_argvs() -> Vec<(i32, Vec<String>)> {
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+        .filter_map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            Some((pid, split_argv(&cmdline)))
         })
         .collect()
 }
 
-fn argv(pid: i32) -> Vec<String> {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+fn split_argv(cmdline: &[u8]) -> Vec<String> {
     cmdline
         .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect()
+}
+
+/// The processes whose command line names sandbox `id`'s home (its envd).
+fn envd_processes(id: &str) -> Vec<i32> {
+    let marker = format!("/{id}/home");
+    process_argvs()
+        .into_iter()
+        .filter(|(_, argv)| argv.iter().any(|a| a.contains(&marker)))
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+fn argv(pid: i32) -> Vec<String> {
+    split_argv(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap())
 }
 
 /// Creates a sandbox on `serve`, runs `echo` in it and returns its id.
@@ -487,4 +500,115 @@ fn without_its_sandbox_envd_beside_it_e2b_serve_runs_itself() {
         }
     });
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// `e2b serve <extra>`, which must refuse to start: its stderr.
+fn serve_refused(extra: &[&str]) -> String {
+    let state = std::env::temp_dir().join(format!("e2b-cli-test-refused-{}", std::process::id()));
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--api-port",
+            "0",
+            "--edge-port",
+            "0",
+            "--api-key",
+            KEY,
+        ])
+        .args(extra)
+        .arg("--state-dir")
+        .arg(&state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn e2b serve");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("e2b serve {extra:?} started instead of refusing");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = std::fs::remove_dir_all(&state);
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "e2b serve {extra:?} exited 0: {err}");
+    err
+}
+
+/// `--memory-mb` and `--cpu-count` size each isolated sandbox: the banner says the size, each
+/// sandbox's envd gets it, and `e2b sandbox info` reports it (not the machine's size). Sizes a
+/// runtime cannot hold (plain sandboxes) and sizes out of range are refused with the fix.
+#[test]
+fn serve_sizes_isolated_sandboxes_and_refuses_sizes_it_cannot_hold() {
+    let refusals: [(&[&str], &str); 3] = [
+        (
+            &["--isolation", "plain", "--memory-mb", "300"],
+            "--memory-mb and --cpu-count size isolated sandboxes",
+        ),
+        (&["--memory-mb", "8"], "a sandbox needs between 64 and"),
+        (&["--cpu-count", "0"], "give a positive number of CPUs"),
+    ];
+    for (extra, want) in refusals {
+        let err = serve_refused(extra);
+        assert!(err.contains(want), "e2b serve {extra:?}: {err}");
+    }
+
+    let serve = Serve::start_with(
+        "sized",
+        &[
+            "--isolation",
+            "isolated",
+            "--memory-mb",
+            "300",
+            "--cpu-count",
+            "1",
+        ],
+    );
+    assert!(
+        serve
+            .banner
+            .contains("each sandbox: 300 MiB of memory and of disk, 1 CPU"),
+        "{}",
+        serve.banner
+    );
+    let id = create_and_echo(&serve);
+    let envd: Vec<Vec<String>> = process_argvs()
+        .into_iter()
+        .map(|(_, argv)| argv)
+        .filter(|argv| {
+            argv.windows(2)
+                .any(|w| w[0] == "--sandbox-id" && w[1] == id)
+        })
+        .collect();
+    assert!(!envd.is_empty(), "no envd names sandbox {id}");
+    for argv in &envd {
+        let has = |flag: &str, value: &str| argv.windows(2).any(|w| w[0] == flag && w[1] == value);
+        assert!(
+            has("--memory-mb", "300") && has("--cpu-count", "1"),
+            "the sandbox's envd runs without its size: {argv:?}"
+        );
+    }
+    let info: Value =
+        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "info", &id, "--json"]))).unwrap();
+    assert_eq!(
+        (&info["memoryMB"], &info["cpuCount"], &info["diskSizeMB"]),
+        (&Value::from(300), &Value::from(1), &Value::from(300)),
+        "{info}"
+    );
+    let table = ok(&serve.e2b(&["sandbox", "info", &id]));
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(name))
+            .map(|l| l[name.len()..].trim().to_owned())
+    };
+    assert_eq!(row("RAM MiB").as_deref(), Some("300"), "{table}");
+    assert_eq!(row("vCPUs").as_deref(), Some("1"), "{table}");
+    assert!(ok(&serve.e2b(&["sandbox", "kill", &id])).contains("has been killed"));
 }

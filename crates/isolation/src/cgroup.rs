@@ -209,7 +209,7 @@ impl Cgroup {
             message: format!("set {what}: {e}"),
         };
         if let Some(m) = &cg.memory {
-            let bytes = (memory_mb.max(16) * 1024 * 1024).to_string();
+            let bytes = memory_mb.max(16).saturating_mul(1024 * 1024).to_string();
             write(&m.join("memory.limit_in_bytes"), &bytes)
                 .map_err(|e| limit_err("memory.limit_in_bytes", e))?;
             // No swapping around the limit where swap accounting exists.
@@ -275,7 +275,7 @@ impl Cgroup {
             freezer: Some(dir.clone()),
             enforced: vec!["freezer"],
         };
-        let mb = memory_mb.max(16) * 1024 * 1024;
+        let mb = memory_mb.max(16).saturating_mul(1024 * 1024);
         if write(&dir.join("memory.max"), &mb.to_string()).is_ok() {
             let _ = write(&dir.join("memory.swap.max"), "0");
             cg.memory = Some(dir.clone());

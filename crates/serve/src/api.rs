@@ -487,10 +487,9 @@ async fn list_v1(State(api): State<Api>, QueryPairs(p): QueryPairs) -> Answer {
         Some((_, v)) => parse_metadata_filter(v)?,
         None => Vec::new(),
     };
-    let settings = &api.registry.settings;
     let items = api
         .newest_first(|s, v| v.state == sandboxes::State::Running && metadata_matches(s, &filter));
-    let out: Vec<_> = items.iter().map(|(s, v)| s.listed(settings, v)).collect();
+    let out: Vec<_> = items.iter().map(|(s, v)| s.listed(v)).collect();
     Ok(json(StatusCode::OK, &out))
 }
 
@@ -624,7 +623,6 @@ async fn list_v2(State(api): State<Api>, QueryPairs(p): QueryPairs) -> Answer {
             None => return Err(error(StatusCode::BAD_REQUEST, "Invalid next token")),
         },
     };
-    let settings = &api.registry.settings;
     let mut items = api.newest_first(|s, v| {
         let state_ok = match v.state {
             sandboxes::State::Running => want_running,
@@ -655,7 +653,7 @@ async fn list_v2(State(api): State<Api>, QueryPairs(p): QueryPairs) -> Answer {
     }
     let more = items.len() > limit;
     items.truncate(limit);
-    let out: Vec<_> = items.iter().map(|(s, v)| s.listed(settings, v)).collect();
+    let out: Vec<_> = items.iter().map(|(s, v)| s.listed(v)).collect();
     let mut resp = json(StatusCode::OK, &out);
     if more
         && let Some((s, v)) = items.last()

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::error::ServeError;
-use crate::runtime::{EnvdCommand, PlainRuntime};
+use crate::runtime::{EnvdCommand, PlainRuntime, SandboxLimits};
 use crate::server::{Serve, ServeConfig};
 
 /// Flags of `e2b serve`. Flatten it into a clap command as a subcommand's arguments.
@@ -47,6 +47,13 @@ pub struct ServeArgs {
     /// root, cgroup limits; fails when unsupported).
     #[arg(long, default_value = "auto", value_name = "auto|plain|isolated")]
     pub isolation: String,
+    /// Memory of each isolated sandbox in MiB, also the size of its writable filesystem
+    /// (default 2048). Info, list and metrics report it.
+    #[arg(long, value_name = "MIB")]
+    pub memory_mb: Option<u64>,
+    /// CPU quota of each isolated sandbox in CPUs, fractions allowed (default: not limited).
+    #[arg(long, value_name = "CPUS")]
+    pub cpu_count: Option<f64>,
     /// Run this envd binary (for example `e2b-envd`) for each sandbox instead of this program's
     /// own envd (`e2b serve`'s default: `e2b-serve-envd` beside `e2b` when it is the same
     /// version).
@@ -147,6 +154,11 @@ pub async fn run_cli_with(
         }
         None => {}
     }
+    let sized = args.memory_mb.is_some() || args.cpu_count.is_some();
+    let limits = SandboxLimits::new(
+        args.memory_mb.unwrap_or(SandboxLimits::DEFAULT_MEMORY_MB),
+        args.cpu_count,
+    )?;
     let (api_key, note) = match args.api_key.filter(|k| !k.is_empty()) {
         Some(k) => (k, "from --api-key / E2B_API_KEY".to_string()),
         None => {
@@ -176,7 +188,9 @@ pub async fn run_cli_with(
     };
     let (runtime, why_plain) = match (args.isolation.as_str(), available) {
         ("plain", _) => (PlainRuntime::new(command), None),
-        ("isolated", Ok(())) | ("auto", Ok(())) => (PlainRuntime::isolated(command), None),
+        ("isolated", Ok(())) | ("auto", Ok(())) => {
+            (PlainRuntime::isolated_with(command, limits), None)
+        }
         ("isolated", Err(e)) => {
             return Err(ServeError::Config(format!("--isolation isolated: {e}")));
         }
@@ -187,6 +201,16 @@ pub async fn run_cli_with(
             )));
         }
     };
+    if sized && !runtime.is_isolated() {
+        // A size the runtime cannot hold is refused, not silently ignored.
+        let why = why_plain
+            .as_deref()
+            .unwrap_or("--isolation plain runs each sandbox as a plain process");
+        return Err(ServeError::Config(format!(
+            "--memory-mb and --cpu-count size isolated sandboxes, and these would be plain \
+             ({why}); drop the flags or run isolated sandboxes (e2b-serve --isolation isolated)"
+        )));
+    }
     let mut config = ServeConfig::new(api_key);
     config.bind = args.bind;
     config.api_port = args.api_port;
@@ -194,6 +218,7 @@ pub async fn run_cli_with(
     config.state_dir = args.state_dir;
     config.max_sandboxes = args.max_sandboxes;
     config.domain = args.domain;
+    let runtime_isolated = runtime.is_isolated();
     let handle = Serve::start(config, Arc::new(runtime)).await?;
     println!(
         "e2b serve: E2B's sandbox API on this machine (runtime: {})",
@@ -201,6 +226,9 @@ pub async fn run_cli_with(
     );
     if let Some(why) = why_plain {
         println!("  sandboxes are not isolated: {why}");
+    }
+    if runtime_isolated {
+        println!("  each sandbox: {limits}");
     }
     println!("{envd_line}");
     println!("  API key {note}");

@@ -17,6 +17,7 @@ mod wire;
 pub use cli::{Internal, ServeArgs, load_or_create_key, run_cli, run_cli_with};
 pub use error::ServeError;
 pub use runtime::{
-    EnvdCommand, Instance, PlainRuntime, Runtime, SandboxSpec, Usage, isolation_available,
+    EnvdCommand, Instance, PlainRuntime, Runtime, SandboxLimits, SandboxSpec, Usage,
+    isolation_available,
 };
 pub use server::{Serve, ServeConfig, ServeHandle};

@@ -43,6 +43,84 @@ pub struct Usage {
     pub cpu_seconds: f64,
     /// Resident memory of all of the sandbox's processes, in bytes.
     pub memory_bytes: u64,
+    /// Bytes used and total of the sandbox's own filesystem, when it has one (an isolated
+    /// sandbox's root). `None`: the registry reports the filesystem of the sandbox's directory.
+    pub disk: Option<(u64, u64)>,
+}
+
+/// The size of each isolated sandbox: its memory limit (also the size of its writable
+/// filesystem) and its CPU quota. E2B's equivalent is a template's `memoryMB` and `cpuCount`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SandboxLimits {
+    memory_mb: u64,
+    cpu_count: Option<f64>,
+}
+
+impl SandboxLimits {
+    /// Memory of a sandbox when none is given (MiB), as `e2b envd --isolate`'s default.
+    pub const DEFAULT_MEMORY_MB: u64 = 2048;
+    /// The least memory a sandbox may have (MiB): envd and a shell need about 30.
+    pub const MIN_MEMORY_MB: u64 = 64;
+    /// The most memory a sandbox may be given (MiB): 16 TiB.
+    pub const MAX_MEMORY_MB: u64 = 16 << 20;
+
+    /// `memory_mb` MiB of memory and writable filesystem; `cpu_count` CPUs (fractions allowed)
+    /// or no CPU limit.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeError::Config`] naming the accepted range when `memory_mb` is outside
+    /// [`MIN_MEMORY_MB`](Self::MIN_MEMORY_MB)..=[`MAX_MEMORY_MB`](Self::MAX_MEMORY_MB) or
+    /// `cpu_count` is not a positive number.
+    pub fn new(memory_mb: u64, cpu_count: Option<f64>) -> Result<Self, ServeError> {
+        if !(Self::MIN_MEMORY_MB..=Self::MAX_MEMORY_MB).contains(&memory_mb) {
+            return Err(ServeError::Config(format!(
+                "--memory-mb {memory_mb}: a sandbox needs between {} and {} MiB",
+                Self::MIN_MEMORY_MB,
+                Self::MAX_MEMORY_MB
+            )));
+        }
+        if let Some(c) = cpu_count
+            && !(c.is_finite() && c > 0.0 && c <= 1e6)
+        {
+            return Err(ServeError::Config(format!(
+                "--cpu-count {c}: give a positive number of CPUs, such as 2 or 0.5"
+            )));
+        }
+        Ok(Self {
+            memory_mb,
+            cpu_count,
+        })
+    }
+
+    /// Memory limit and writable filesystem size, in MiB.
+    pub fn memory_mb(&self) -> u64 {
+        self.memory_mb
+    }
+
+    /// CPU quota in CPUs; `None`: not limited.
+    pub fn cpu_count(&self) -> Option<f64> {
+        self.cpu_count
+    }
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        Self {
+            memory_mb: Self::DEFAULT_MEMORY_MB,
+            cpu_count: None,
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} MiB of memory and of disk, ", self.memory_mb)?;
+        match self.cpu_count {
+            Some(c) => write!(f, "{c} CPU"),
+            None => write!(f, "CPU not limited"),
+        }
+    }
 }
 
 /// Starts sandboxes. Implementations must be cheap to share between tasks.
@@ -97,6 +175,10 @@ pub trait Instance: Send + Sync + 'static {
     /// connects to the sandbox's user ports from there). `None`: the sandbox shares the
     /// machine's network.
     fn netns_pid(&self) -> Option<i32> {
+        None
+    }
+    /// The sandbox's size when the runtime holds it to one (`None`: the machine's).
+    fn limits(&self) -> Option<SandboxLimits> {
         None
     }
 }
@@ -159,7 +241,8 @@ impl std::fmt::Display for EnvdCommand {
 #[derive(Debug, Clone)]
 pub struct PlainRuntime {
     command: EnvdCommand,
-    isolated: bool,
+    /// `Some`: isolated sandboxes of this size.
+    limits: Option<SandboxLimits>,
 }
 
 impl PlainRuntime {
@@ -167,18 +250,29 @@ impl PlainRuntime {
     pub fn new(command: EnvdCommand) -> Self {
         Self {
             command,
-            isolated: false,
+            limits: None,
         }
     }
 
-    /// A runtime whose sandboxes are isolated (`envd --isolate --network none`). The program
-    /// must call `e2b_isolation::run_if_child()` first thing in `main`; check the machine with
+    /// A runtime whose sandboxes are isolated (`envd --isolate`), of the default size
+    /// ([`SandboxLimits::default`]: 2 GiB, CPU not limited). The program must call
+    /// `e2b_isolation::run_if_child()` first thing in `main`; check the machine with
     /// [`isolation_available`] first.
     pub fn isolated(command: EnvdCommand) -> Self {
+        Self::isolated_with(command, SandboxLimits::default())
+    }
+
+    /// [`isolated`](Self::isolated) sandboxes of size `limits` (envd's `--memory-mb` and
+    /// `--cpu-count`), which info, list and metrics then report.
+    pub fn isolated_with(command: EnvdCommand, limits: SandboxLimits) -> Self {
         Self {
             command,
-            isolated: true,
+            limits: Some(limits),
         }
+    }
+
+    pub(crate) fn is_isolated(&self) -> bool {
+        self.limits.is_some()
     }
 }
 
@@ -196,7 +290,11 @@ pub fn isolation_available() -> Result<(), String> {
 #[async_trait]
 impl Runtime for PlainRuntime {
     fn name(&self) -> &'static str {
-        if self.isolated { "isolated" } else { "plain" }
+        if self.is_isolated() {
+            "isolated"
+        } else {
+            "plain"
+        }
     }
 
     async fn spawn(&self, spec: SandboxSpec) -> Result<Box<dyn Instance>, ServeError> {
@@ -216,10 +314,16 @@ impl Runtime for PlainRuntime {
         for a in ["--port", "0", "--bind", "127.0.0.1"] {
             envd.push(a.into());
         }
-        if self.isolated {
+        if let Some(limits) = &self.limits {
             let network = isolated_network(spec.allow_internet_access);
             for a in ["--isolate", "--network", network, "--sandbox-id", &spec.id] {
                 envd.push(a.into());
+            }
+            envd.push("--memory-mb".into());
+            envd.push(limits.memory_mb.to_string().into());
+            if let Some(c) = limits.cpu_count {
+                envd.push("--cpu-count".into());
+                envd.push(c.to_string().into());
             }
         } else {
             for a in ["--user-alias", "user", "--default-workdir"] {
@@ -255,7 +359,7 @@ impl Runtime for PlainRuntime {
         }
         // An isolated envd builds its own PID namespace (and reads /proc by pid): it is started
         // in ours, where the host's /proc shows its pids.
-        let started = crate::pidns::spawn(cmd, !self.isolated)
+        let started = crate::pidns::spawn(cmd, !self.is_isolated())
             .await
             .map_err(|e| {
                 ServeError::Spawn(format!(
@@ -305,8 +409,9 @@ impl Runtime for PlainRuntime {
         Ok(Box::new(PlainInstance {
             addr,
             pid,
-            isolated: self.isolated,
-            home: if self.isolated {
+            limits: self.limits,
+            root: std::sync::OnceLock::new(),
+            home: if self.is_isolated() {
                 "/home/user".into()
             } else {
                 home.to_string_lossy().into_owned()
@@ -346,12 +451,37 @@ fn parse_url_addr(line: &str) -> Option<SocketAddr> {
 struct PlainInstance {
     addr: SocketAddr,
     pid: i32,
-    isolated: bool,
+    /// `Some`: isolated, of this size.
+    limits: Option<SandboxLimits>,
+    /// An isolated sandbox's root directory, opened once through `/proc/<init>/root` (so a
+    /// later sample follows no pid that may have been reused).
+    root: std::sync::OnceLock<std::fs::File>,
     home: String,
     child: tokio::sync::Mutex<Child>,
 }
 
 impl PlainInstance {
+    /// An isolated sandbox's root directory: that of its init, the first process below envd
+    /// (lowest pid) whose root is not the machine's. Looked up while envd is alive and
+    /// unreaped, once; `None` for plain sandboxes.
+    fn sandbox_root(&self) -> Option<&std::fs::File> {
+        use std::os::unix::fs::MetadataExt as _;
+        self.limits?;
+        if let Some(root) = self.root.get() {
+            return Some(root);
+        }
+        let _alive = self.alive().ok()?;
+        let host = std::fs::metadata("/").ok()?;
+        let mut pids = proctree::descendants(self.pid);
+        pids.sort_unstable();
+        let init = pids.into_iter().find(|p| {
+            std::fs::metadata(format!("/proc/{p}/root"))
+                .is_ok_and(|m| (m.dev(), m.ino()) != (host.dev(), host.ino()))
+        })?;
+        let root = std::fs::File::open(format!("/proc/{init}/root")).ok()?;
+        Some(self.root.get_or_init(|| root))
+    }
+
     /// envd, locked and checked unreaped: while the guard lives its pid cannot be reused,
     /// so signals to its tree reach only the sandbox.
     fn alive(&self) -> Result<tokio::sync::MutexGuard<'_, Child>, ServeError> {
@@ -369,13 +499,17 @@ impl PlainInstance {
 #[async_trait]
 impl Instance for PlainInstance {
     fn netns_pid(&self) -> Option<i32> {
-        if !self.isolated || self.pid <= 0 {
+        if self.limits.is_none() || self.pid <= 0 {
             return None;
         }
         let own = std::fs::read_link("/proc/self/ns/net").ok()?;
         crate::proctree::descendants(self.pid)
             .into_iter()
             .find(|p| std::fs::read_link(format!("/proc/{p}/ns/net")).is_ok_and(|ns| ns != own))
+    }
+
+    fn limits(&self) -> Option<SandboxLimits> {
+        self.limits
     }
 
     fn envd_addr(&self) -> SocketAddr {
@@ -407,9 +541,14 @@ impl Instance for PlainInstance {
             Ok(_alive) => proctree::usage(self.pid),
             Err(_) => (0.0, 0),
         };
+        let disk = self
+            .sandbox_root()
+            .and_then(|root| nix::sys::statvfs::fstatvfs(root).ok())
+            .map(|v| crate::util::fs_usage(&v));
         Usage {
             cpu_seconds,
             memory_bytes,
+            disk,
         }
     }
 
@@ -427,5 +566,29 @@ impl Instance for PlainInstance {
         }
         let _ = child.start_kill();
         let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_too_small_or_not_a_number_are_refused_with_the_fix() {
+        let l = SandboxLimits::new(64, Some(0.25)).unwrap();
+        assert_eq!((l.memory_mb(), l.cpu_count()), (64, Some(0.25)));
+        assert!(SandboxLimits::new(SandboxLimits::MAX_MEMORY_MB, None).is_ok());
+        for mb in [0, 63, SandboxLimits::MAX_MEMORY_MB + 1, u64::MAX] {
+            let e = SandboxLimits::new(mb, None).unwrap_err().to_string();
+            assert!(e.contains("between 64 and 16777216 MiB"), "{mb}: {e}");
+        }
+        for cpus in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let e = SandboxLimits::new(512, Some(cpus)).unwrap_err().to_string();
+            assert!(e.contains("positive number of CPUs"), "{cpus}: {e}");
+        }
+        assert_eq!(
+            SandboxLimits::default().to_string(),
+            "2048 MiB of memory and of disk, CPU not limited"
+        );
     }
 }

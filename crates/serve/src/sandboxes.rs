@@ -17,7 +17,7 @@ use hyper_util::rt::TokioExecutor;
 use subtle::ConstantTimeEq as _;
 use time::OffsetDateTime;
 
-use crate::runtime::{Instance, Runtime, SandboxSpec};
+use crate::runtime::{Instance, Runtime, SandboxLimits, SandboxSpec};
 use crate::util;
 use crate::wire;
 
@@ -63,12 +63,39 @@ impl Failure {
     }
 }
 
-/// Capacity and reported resources.
-#[derive(Debug, Clone)]
-pub(crate) struct Settings {
+/// The size of a sandbox as info, list and metrics report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Resources {
     pub(crate) cpu_count: u32,
     pub(crate) memory_mb: u64,
     pub(crate) disk_size_mb: u64,
+}
+
+impl Resources {
+    /// A sandbox on this machine (`self`, the machine's resources) held to `limits`: its memory
+    /// limit, its writable filesystem (as large as its memory) and its CPU quota rounded up,
+    /// never more than the machine has. Without limits, the machine's.
+    pub(crate) fn within(self, limits: Option<SandboxLimits>) -> Resources {
+        let Some(l) = limits else {
+            return self;
+        };
+        let cpus = l.cpu_count().map_or(self.cpu_count, |c| {
+            // A quota of 0.5 CPU is reported as 1, as E2B reports whole vCPUs.
+            (c.ceil().clamp(1.0, f64::from(u32::MAX)) as u32).min(self.cpu_count)
+        });
+        Resources {
+            cpu_count: cpus.max(1),
+            memory_mb: l.memory_mb().min(self.memory_mb.max(1)),
+            disk_size_mb: l.memory_mb(),
+        }
+    }
+}
+
+/// Capacity and reported resources.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// The machine's resources (what a sandbox without limits reports).
+    pub(crate) host: Resources,
     pub(crate) max_sandboxes: usize,
     pub(crate) max_timeout: Duration,
     pub(crate) state_dir: PathBuf,
@@ -116,6 +143,8 @@ pub(crate) struct Sandbox {
     pub(crate) auto_pause: bool,
     pub(crate) envd_version: String,
     pub(crate) envd_addr: SocketAddr,
+    /// Its size, as reported.
+    resources: Resources,
     dir: PathBuf,
     instance: Box<dyn Instance>,
     inner: Mutex<Inner>,
@@ -171,7 +200,7 @@ impl Sandbox {
 
     pub(crate) fn detail(&self, s: &Settings) -> wire::SandboxDetail {
         // The fields both schemas have come from `listed`.
-        let l = self.listed(s, &self.view());
+        let l = self.listed(&self.view());
         wire::SandboxDetail {
             alias: l.alias,
             client_id: l.client_id,
@@ -201,7 +230,8 @@ impl Sandbox {
         }
     }
 
-    pub(crate) fn listed(&self, s: &Settings, v: &View) -> wire::ListedSandbox {
+    pub(crate) fn listed(&self, v: &View) -> wire::ListedSandbox {
+        let r = &self.resources;
         wire::ListedSandbox {
             template_id: TEMPLATE.into(),
             sandbox_id: self.id.clone(),
@@ -209,9 +239,9 @@ impl Sandbox {
             alias: Some(TEMPLATE.into()),
             started_at: util::rfc3339(v.started_at),
             end_at: util::rfc3339(v.end_at),
-            cpu_count: wire::int32(u64::from(s.cpu_count)),
-            memory_mb: wire::int32(s.memory_mb),
-            disk_size_mb: wire::int32(s.disk_size_mb),
+            cpu_count: wire::int32(u64::from(r.cpu_count)),
+            memory_mb: wire::int32(r.memory_mb),
+            disk_size_mb: wire::int32(r.disk_size_mb),
             state: v.state.wire(),
             envd_version: self.envd_version.clone(),
             metadata: Some(self.metadata.clone()),
@@ -253,11 +283,16 @@ impl Sandbox {
     }
 
     /// Takes one resource sample (running sandboxes only).
-    fn sample(&self, s: &Settings) {
+    fn sample(&self) {
         let usage = self.instance.usage();
         let now_i = Instant::now();
         let at = util::now();
-        let disk = disk_usage(&self.dir);
+        let disk = usage.disk.unwrap_or_else(|| {
+            nix::sys::statvfs::statvfs(&self.dir)
+                .map(|v| util::fs_usage(&v))
+                .unwrap_or((0, 0))
+        });
+        let r = &self.resources;
         let mut i = lock(&self.inner);
         if i.state != State::Running {
             return;
@@ -266,7 +301,7 @@ impl Sandbox {
             Some((t, cpu)) => {
                 let wall = now_i.duration_since(t).as_secs_f64();
                 if wall > 0.0 {
-                    ((usage.cpu_seconds - cpu).max(0.0) / wall / f64::from(s.cpu_count.max(1))
+                    ((usage.cpu_seconds - cpu).max(0.0) / wall / f64::from(r.cpu_count.max(1))
                         * 100.0)
                         .min(100.0)
                 } else {
@@ -279,10 +314,10 @@ impl Sandbox {
         let metric = wire::SandboxMetric {
             timestamp: util::rfc3339(at),
             timestamp_unix: at.unix_timestamp(),
-            cpu_count: wire::int32(u64::from(s.cpu_count)),
+            cpu_count: wire::int32(u64::from(r.cpu_count)),
             cpu_used_pct: (pct * 100.0).round() / 100.0,
             mem_used: wire::int64(usage.memory_bytes),
-            mem_total: wire::int64(s.memory_mb * 1024 * 1024),
+            mem_total: wire::int64(r.memory_mb.saturating_mul(1024 * 1024)),
             mem_cache: 0,
             disk_used: wire::int64(disk.0),
             disk_total: wire::int64(disk.1),
@@ -301,20 +336,6 @@ impl Sandbox {
         };
         let expected = file_signature(url.path, url.op, url.user, token, url.expiration);
         bool::from(expected.as_bytes().ct_eq(url.signature.as_bytes()))
-    }
-}
-
-/// Bytes used and total of the filesystem holding `dir`.
-#[allow(clippy::unnecessary_cast)] // statvfs field types differ between targets
-fn disk_usage(dir: &std::path::Path) -> (u64, u64) {
-    match nix::sys::statvfs::statvfs(dir) {
-        Ok(v) => {
-            let frag = v.fragment_size() as u64;
-            let total = v.blocks() as u64 * frag;
-            let free = v.blocks_free() as u64 * frag;
-            (total.saturating_sub(free), total)
-        }
-        Err(_) => (0, 0),
     }
 }
 
@@ -486,6 +507,7 @@ impl Registry {
             auto_pause: req.auto_pause.unwrap_or(false),
             envd_version: version,
             envd_addr: instance.envd_addr(),
+            resources: self.settings.host.within(instance.limits()),
             dir,
             instance,
             inner: Mutex::new(Inner {
@@ -497,7 +519,7 @@ impl Registry {
                 last_cpu: None,
             }),
         });
-        sandbox.sample(&self.settings);
+        sandbox.sample();
         sandbox.log(
             wire::LogLevel::Info,
             format!("sandbox {id} created (runtime {})", self.runtime.name()),
@@ -637,7 +659,7 @@ impl Registry {
     /// `POST /sandboxes/{id}/pause`: 409 when already paused.
     pub(crate) fn pause(&self, id: &str) -> Result<(), Failure> {
         let s = self.get(id).ok_or_else(|| Failure::not_found(id))?;
-        s.sample(&self.settings);
+        s.sample();
         let mut i = lock(&s.inner);
         if i.state == State::Paused {
             return Err(Failure::new(
@@ -679,7 +701,7 @@ impl Registry {
     /// Takes a metrics sample of every running sandbox.
     pub(crate) fn sample_all(&self) {
         for s in self.all() {
-            s.sample(&self.settings);
+            s.sample();
         }
     }
 
@@ -702,5 +724,42 @@ struct PendingGuard<'a>(&'a AtomicUsize);
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sandbox_reports_its_limits_within_the_machine() {
+        let host = Resources {
+            cpu_count: 2,
+            memory_mb: 24_000,
+            disk_size_mb: 250_000,
+        };
+        assert_eq!(
+            host.within(None),
+            host,
+            "a plain sandbox reports the machine"
+        );
+        let half = SandboxLimits::new(256, Some(0.5)).unwrap();
+        assert_eq!(
+            host.within(Some(half)),
+            Resources {
+                cpu_count: 1,
+                memory_mb: 256,
+                disk_size_mb: 256,
+            }
+        );
+        // More than the machine has is reported as what the machine has.
+        let big = SandboxLimits::new(64 << 10, Some(8.0)).unwrap();
+        let r = host.within(Some(big));
+        assert_eq!(
+            (r.cpu_count, r.memory_mb, r.disk_size_mb),
+            (2, 24_000, 64 << 10)
+        );
+        let unlimited_cpu = SandboxLimits::new(2048, None).unwrap();
+        assert_eq!(host.within(Some(unlimited_cpu)).cpu_count, 2);
     }
 }

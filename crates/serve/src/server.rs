@@ -13,7 +13,7 @@ use crate::api::{self, Api};
 use crate::edge::Edge;
 use crate::error::ServeError;
 use crate::runtime::Runtime;
-use crate::sandboxes::{Registry, Settings};
+use crate::sandboxes::{Registry, Resources, Settings};
 
 /// How often expired sandboxes are looked for.
 const EXPIRY_TICK: Duration = Duration::from_millis(50);
@@ -129,11 +129,13 @@ impl Serve {
         });
         let (memory_mb, disk_size_mb) = host_resources(&state_dir);
         let settings = Settings {
-            cpu_count: std::thread::available_parallelism()
-                .map(|n| n.get() as u32)
-                .unwrap_or(1),
-            memory_mb,
-            disk_size_mb,
+            host: Resources {
+                cpu_count: std::thread::available_parallelism()
+                    .map(|n| n.get() as u32)
+                    .unwrap_or(1),
+                memory_mb,
+                disk_size_mb,
+            },
             max_sandboxes: config.max_sandboxes.max(1),
             max_timeout: config.max_timeout,
             state_dir: state_dir.clone(),

@@ -64,6 +64,15 @@ pub(crate) fn random_hex(n: usize) -> String {
         .collect()
 }
 
+/// Bytes used and total of a filesystem, from its `statvfs`.
+#[allow(clippy::unnecessary_cast)] // statvfs field types differ between targets
+pub(crate) fn fs_usage(v: &nix::sys::statvfs::Statvfs) -> (u64, u64) {
+    let frag = v.fragment_size() as u64;
+    let total = (v.blocks() as u64).saturating_mul(frag);
+    let free = (v.blocks_free() as u64).saturating_mul(frag);
+    (total.saturating_sub(free), total)
+}
+
 /// Whether `id` is a well-formed sandbox id (`^[a-z0-9]+$`).
 pub(crate) fn valid_id(id: &str) -> bool {
     !id.is_empty()

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use common::*;
 use e2b_commands::{CommandOptions, Transport};
-use serde_json::json;
+use e2b_serve::SandboxLimits;
+use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn isolated_sandboxes_see_only_themselves() {
@@ -200,5 +201,79 @@ async fn user_ports_reach_inside_an_isolated_sandbox() {
         .await;
     assert_eq!(body, "inside-the-namespace\n");
     drop(decoy);
+    env.serve.shutdown().await;
+}
+
+/// `e2b serve --memory-mb 256 --cpu-count 0.5`: the sandbox is held to 256 MiB (an allocation
+/// beyond it fails, the sandbox stays up), and info, list and metrics report its size, not the
+/// machine's: a program that sizes its work by `memoryMB` must fit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_hold_and_info_and_metrics_report_the_sandbox_size() {
+    const MIB: u64 = 1024 * 1024;
+    let limits = SandboxLimits::new(256, Some(0.5)).unwrap();
+    let env = start_isolated_with(limits, |mut c| {
+        c.metrics_interval = Duration::from_millis(200);
+        c
+    })
+    .await;
+    let sbx = env.create(json!({})).await;
+    let id = id(&sbx);
+    let size = |v: &Value| {
+        (
+            v["memoryMB"].as_u64(),
+            v["cpuCount"].as_u64(),
+            v["diskSizeMB"].as_u64(),
+        )
+    };
+    let (status, info) = env.get(&format!("/sandboxes/{id}")).await;
+    assert_eq!(status, 200, "{info}");
+    assert_eq!(size(&info), (Some(256), Some(1), Some(256)), "{info}");
+    let (_, listed) = env.get("/v2/sandboxes").await;
+    let item = listed
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["sandboxID"] == id.as_str()))
+        .unwrap_or_else(|| panic!("{id} not listed: {listed}"));
+    assert_eq!(size(item), (Some(256), Some(1), Some(256)), "{item}");
+
+    // `tail` keeps a line without newline whole: 400 MiB in a 256 MiB sandbox is killed.
+    let cmds = env.commands(&sbx, Transport::Grpc);
+    let out = cmds
+        .run(
+            "head -c 400M /dev/zero | tail > /dev/null",
+            CommandOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert_ne!(out.exit_code, 0, "400 MiB fit in a 256 MiB sandbox");
+    let out = cmds
+        .run(
+            "head -c 64M /dev/zero > /home/user/fill && echo ok",
+            CommandOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out.stdout, "ok\n",
+        "the sandbox did not survive: {}",
+        out.stderr
+    );
+
+    // A sample taken after the write: the sandbox's own memory and filesystem.
+    let mut last = Value::Null;
+    let mut seen = false;
+    for _ in 0..100 {
+        last = env.get(&format!("/sandboxes/{id}/metrics")).await.1;
+        let newest = last.as_array().and_then(|a| a.last());
+        if newest.is_some_and(|m| m["diskUsed"].as_u64().is_some_and(|d| d >= 64 * MIB)) {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(seen, "no sample shows the 64 MiB written: {last}");
+    let m = last.as_array().and_then(|a| a.last()).unwrap();
+    assert_eq!(m["memTotal"].as_u64(), Some(256 * MIB), "{m}");
+    assert_eq!(m["diskTotal"].as_u64(), Some(256 * MIB), "{m}");
+    assert_eq!(m["cpuCount"].as_u64(), Some(1), "{m}");
     env.serve.shutdown().await;
 }

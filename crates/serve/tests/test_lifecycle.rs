@@ -138,7 +138,10 @@ async fn a_configured_domain_is_what_sandboxes_answer() {
         let err = e2b_serve::Serve::start(config, runtime)
             .await
             .expect_err(&format!("domain {bad:?} must be refused"));
-        assert!(err.to_string().contains("not a host name"), "{bad:?}: {err}");
+        assert!(
+            err.to_string().contains("not a host name"),
+            "{bad:?}: {err}"
+        );
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use e2b_commands::{Commands, EnvdConnection, EnvdEndpoint, Transport};
-use e2b_serve::{EnvdCommand, PlainRuntime, Serve, ServeConfig, ServeHandle};
+use e2b_serve::{EnvdCommand, PlainRuntime, SandboxLimits, Serve, ServeConfig, ServeHandle};
 use serde_json::{Value, json};
 
 pub const KEY: &str = "e2b_0123456789abcdef";
@@ -35,14 +35,22 @@ pub async fn start_with(f: impl FnOnce(ServeConfig) -> ServeConfig) -> Env {
 
 /// `e2b serve` with isolated sandboxes; fails naming what the machine lacks.
 pub async fn start_isolated() -> Env {
+    start_isolated_with(SandboxLimits::default(), |c| c).await
+}
+
+/// `e2b serve` with isolated sandboxes of size `limits`.
+pub async fn start_isolated_with(
+    limits: SandboxLimits,
+    f: impl FnOnce(ServeConfig) -> ServeConfig,
+) -> Env {
     if let Err(e) = e2b_serve::isolation_available() {
         panic!(
             "missing: sandbox isolation on this machine ({e}); this test needs root and user namespaces"
         );
     }
     start_runtime(
-        ServeConfig::ephemeral(KEY),
-        PlainRuntime::isolated(envd_command()),
+        f(ServeConfig::ephemeral(KEY)),
+        PlainRuntime::isolated_with(envd_command(), limits),
     )
     .await
 }
