@@ -49,7 +49,7 @@ def start_serve(state_dir: str):
     )
     assert proc.stdout is not None
     urls = {}
-    for _ in range(10):
+    for _ in range(50):
         line = proc.stdout.readline()
         if not line:
             break

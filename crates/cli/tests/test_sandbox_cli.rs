@@ -577,6 +577,14 @@ fn serve_sizes_isolated_sandboxes_and_refuses_sizes_it_cannot_hold() {
         "{}",
         serve.banner
     );
+    let edge_port = serve.edge_url.rsplit(':').next().unwrap();
+    assert!(
+        serve
+            .banner
+            .contains(&format!("P-<sandbox id>.localhost:{edge_port} (get_host)")),
+        "the banner names the sandboxes' host names: {}",
+        serve.banner
+    );
     let id = create_and_echo(&serve);
     let envd: Vec<Vec<String>> = process_argvs()
         .into_iter()

@@ -231,6 +231,9 @@ pub async fn run_cli_with(
         println!("  each sandbox: {limits}");
     }
     println!("{envd_line}");
+    if let Some(domain) = handle.domain() {
+        println!("  a sandbox's port P is reachable as P-<sandbox id>.{domain} (get_host)");
+    }
     println!("  API key {note}");
     println!("export E2B_API_URL={}", handle.api_url());
     println!("export E2B_SANDBOX_URL={}", handle.edge_url());

@@ -117,7 +117,8 @@ impl std::fmt::Display for SandboxLimits {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} MiB of memory and of disk, ", self.memory_mb)?;
         match self.cpu_count {
-            Some(c) => write!(f, "{c} CPU"),
+            Some(1.0) => write!(f, "1 CPU"),
+            Some(c) => write!(f, "{c} CPUs"),
             None => write!(f, "CPU not limited"),
         }
     }
@@ -589,6 +590,10 @@ mod tests {
         assert_eq!(
             SandboxLimits::default().to_string(),
             "2048 MiB of memory and of disk, CPU not limited"
+        );
+        assert_eq!(
+            SandboxLimits::new(512, Some(1.5)).unwrap().to_string(),
+            "512 MiB of memory and of disk, 1.5 CPUs"
         );
     }
 }

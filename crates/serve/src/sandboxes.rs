@@ -85,7 +85,11 @@ impl Resources {
         });
         Resources {
             cpu_count: cpus.max(1),
-            memory_mb: l.memory_mb().min(self.memory_mb.max(1)),
+            // The machine's memory is 0 when /proc/meminfo could not be read.
+            memory_mb: match self.memory_mb {
+                0 => l.memory_mb(),
+                host => l.memory_mb().min(host),
+            },
             disk_size_mb: l.memory_mb(),
         }
     }

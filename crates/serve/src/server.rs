@@ -262,6 +262,11 @@ impl ServeHandle {
         self.edge_addr
     }
 
+    /// The domain create and connect answer (see [`ServeConfig::domain`]).
+    pub fn domain(&self) -> Option<&str> {
+        self.registry.settings.domain.as_deref()
+    }
+
     /// The API key.
     pub fn api_key(&self) -> &str {
         &self.api_key

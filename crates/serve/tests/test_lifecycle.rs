@@ -28,6 +28,7 @@ async fn create_info_timeout_connect_kill() {
     // (`get_host`) and, without E2B_SANDBOX_URL, envd's URL from it.
     let domain = format!("localhost:{}", env.serve.edge_addr().port());
     assert_eq!(sbx["domain"], domain.as_str(), "{sbx}");
+    assert_eq!(env.serve.domain(), Some(domain.as_str()));
     let version = sbx["envdVersion"].as_str().unwrap();
     assert!(semver_at_least(version, (0, 6, 4)), "{version}");
 
