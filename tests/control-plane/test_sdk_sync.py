@@ -3,6 +3,7 @@
 import os
 import pwd
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
@@ -159,35 +160,94 @@ def test_errors():
         Sandbox.create(template="no-such-template")
 
 
-def test_get_host_reaches_a_server_in_the_sandbox():
-    """`sandbox.get_host(port)` names `<port>-<id>.<domain>`: with that Host, the edge
-    (E2B_SANDBOX_URL) proxies to the server the sandbox started on that port."""
+def _free_port() -> int:
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def _serve_page(sbx, port: int, text: str) -> None:
+    """Starts a web server in the sandbox on `port` whose /index.html is `text`."""
+    sbx.commands.run(f"mkdir -p site && echo {text} > site/index.html")
+    sbx.commands.run(f"python3 -m http.server {port} --bind 127.0.0.1 --directory site", background=True)
+
+
+def _fetch_port(host: str, headers=None, tries: int = 100):
+    """GET /index.html through the edge with `Host: host`: (status, body), retried while the
+    server in the sandbox is not up yet (502)."""
+    url = os.environ["E2B_SANDBOX_URL"].rstrip("/") + "/index.html"
+    status, body = None, None
+    for _ in range(tries):
+        try:
+            req = urllib.request.Request(url, headers={"Host": host, **(headers or {})})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            status, body = e.code, e.read()
+            if e.code != 502:
+                return status, body
+            time.sleep(0.1)
+    return status, body
+
+
+def test_get_host_reaches_a_server_in_the_sandbox():
+    """`sandbox.get_host(port)` names `<port>-<id>.<domain>`: with that Host, the edge
+    (E2B_SANDBOX_URL) proxies to the server the sandbox started on that port."""
+    port = _free_port()
     sbx = Sandbox.create(timeout=120)
     try:
-        sbx.commands.run("mkdir -p site && echo from-get-host > site/index.html")
-        sbx.commands.run(
-            f"python3 -m http.server {port} --bind 127.0.0.1 --directory site", background=True
-        )
+        _serve_page(sbx, port, "from-get-host")
         host = sbx.get_host(port)
         # e2b serve answers `domain: localhost:<edge port>`, so the name is this machine's edge
         # (never E2B's cloud, whose default domain the SDK falls back to without one).
         edge_port = urllib.parse.urlsplit(os.environ["E2B_SANDBOX_URL"]).port
         assert host == f"{port}-{sbx.sandbox_id}.localhost:{edge_port}", host
-        url = os.environ["E2B_SANDBOX_URL"].rstrip("/") + "/index.html"
-        body = None
-        for _ in range(100):
-            try:
-                with urllib.request.urlopen(urllib.request.Request(url, headers={"Host": host}), timeout=10) as r:
-                    body = r.read()
-                    break
-            except urllib.error.HTTPError as e:
-                assert e.code == 502, e
-                time.sleep(0.1)
-        assert body == b"from-get-host\n", body
+        assert _fetch_port(host) == (200, b"from-get-host\n")
     finally:
         assert sbx.kill() is True
+
+
+def test_private_ports_and_auto_resume():
+    """`network={"allow_public_traffic": False}`: the sandbox's ports answer only requests that
+    carry `sandbox.traffic_access_token` (403 otherwise, as E2B's proxy). `lifecycle` with
+    `auto_resume`: traffic for the paused sandbox resumes it."""
+    port = _free_port()
+    sbx = Sandbox.create(
+        timeout=120,
+        network={"allow_public_traffic": False},
+        lifecycle={"on_timeout": "pause", "auto_resume": True},
+    )
+    try:
+        token = sbx.traffic_access_token
+        assert token and len(token) == 64, token
+        _serve_page(sbx, port, "private")
+        host = sbx.get_host(port)
+        with_token = {"e2b-traffic-access-token": token}
+        assert _fetch_port(host, with_token) == (200, b"private\n")
+        status, body = _fetch_port(host)
+        assert status == 403 and b"missing traffic access token" in body, (status, body)
+        status, _ = _fetch_port(host, {"e2b-traffic-access-token": "0" * 64})
+        assert status == 403
+
+        assert sbx.pause() is True
+        assert sbx.get_info().state == SandboxState.PAUSED
+        # Any call through the edge wakes it.
+        assert sbx.commands.run("echo awake").stdout == "awake\n"
+        assert sbx.get_info().state == SandboxState.RUNNING
+    finally:
+        sbx.kill()
+
+
+def test_what_cannot_be_held_is_refused():
+    """Egress rules e2b serve cannot enforce are refused with the reason, never dropped: the
+    caller must not get an open sandbox it believes restricted."""
+    tag = uuid.uuid4().hex
+    with pytest.raises(SandboxException, match="network.allowOut"):
+        Sandbox.create(
+            timeout=30,
+            metadata={"refused": tag},
+            network={"allow_out": ["example.com"], "deny_out": ["0.0.0.0/0"]},
+        )
+    assert Sandbox.list(query=SandboxQuery(metadata={"refused": tag})).next_items() == []

@@ -270,7 +270,11 @@ impl Edge {
                 return Err(not_found(&id, "Invalid sandbox ID"));
             }
             if port != DEFAULT_PORT {
-                return self.user_port(id, port);
+                let token = req
+                    .headers()
+                    .get(TRAFFIC_ACCESS_TOKEN)
+                    .map(|v| v.as_bytes());
+                return self.user_port(id, port, token);
             }
             return match self.registry.route(&id) {
                 Route::Envd(addr) => Ok(Target::Envd(id, addr)),
@@ -288,12 +292,21 @@ impl Edge {
     /// A user's port inside sandbox `id` (E2B's `<port>-<id>.<domain>`). Plain sandboxes
     /// share the machine's loopback, so the port is `127.0.0.1:<port>` (never a port of
     /// `e2b serve` itself or of a sandbox's envd); isolated sandboxes are reached inside their
-    /// own network namespace.
+    /// own network namespace. A sandbox created with `network.allowPublicTraffic: false` admits
+    /// only requests that carry its traffic access token (`token`), as E2B's proxy.
     #[allow(clippy::result_large_err)]
-    fn user_port(&self, id: String, port: u16) -> Result<Target, Response<Body>> {
-        let Some(netns) = self.registry.netns_of(&id) else {
+    fn user_port(
+        &self,
+        id: String,
+        port: u16,
+        token: Option<&[u8]>,
+    ) -> Result<Target, Response<Body>> {
+        let Some((sandbox, netns)) = self.registry.netns_of(&id) else {
             return Err(not_found(&id, "The sandbox was not found"));
         };
+        if let Err(why) = sandbox.admits_traffic(token) {
+            return Err(forbidden(&id, why));
+        }
         if port == 0 {
             return Err(port_closed("0"));
         }
@@ -479,6 +492,20 @@ fn plain(status: StatusCode, message: &str) -> Response<Body> {
     )
 }
 
+/// E2B's proxy answer for a user-port request without the sandbox's traffic access token.
+fn forbidden(id: &str, why: &str) -> Response<Body> {
+    full(
+        StatusCode::FORBIDDEN,
+        "application/json",
+        serde_json::json!({
+            "sandboxId": id,
+            "message": format!("{why}: this sandbox's ports need its traffic access token in the {TRAFFIC_ACCESS_TOKEN} header (sandbox.traffic_access_token)"),
+            "code": 403,
+        })
+        .to_string(),
+    )
+}
+
 /// E2B's proxy answer for a sandbox it cannot reach.
 fn not_found(id: &str, message: &str) -> Response<Body> {
     full(
@@ -487,6 +514,9 @@ fn not_found(id: &str, message: &str) -> Response<Body> {
         serde_json::json!({"sandboxId": id, "message": message, "code": 502}).to_string(),
     )
 }
+
+/// The header a sandbox's user ports need when it was created without public traffic.
+const TRAFFIC_ACCESS_TOKEN: &str = "e2b-traffic-access-token";
 
 const NO_SANDBOX: &str = "no sandbox named: send the E2b-Sandbox-Id header, use the host 49983-<sandbox id>.<domain>, or a signed /files URL";
 

@@ -130,6 +130,13 @@ pub trait Runtime: Send + Sync + 'static {
     /// A short name for logs and `e2b serve`'s banner (`plain`, `isolated`).
     fn name(&self) -> &'static str;
 
+    /// Whether each sandbox has a network of its own, so that one without internet access
+    /// (`allow_internet_access: false`) can be made. `false`: sandboxes share the machine's
+    /// network, and `e2b serve` refuses to create one that asks to be cut off.
+    fn isolates_network(&self) -> bool {
+        false
+    }
+
     /// Starts the envd of a new sandbox and returns once it accepts connections. `e2b serve`
     /// then sends it `POST /init` (default user, working directory, env vars, access token).
     ///
@@ -296,6 +303,10 @@ impl Runtime for PlainRuntime {
         } else {
             "plain"
         }
+    }
+
+    fn isolates_network(&self) -> bool {
+        self.is_isolated()
     }
 
     async fn spawn(&self, spec: SandboxSpec) -> Result<Box<dyn Instance>, ServeError> {

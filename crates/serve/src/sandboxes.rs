@@ -29,6 +29,8 @@ pub(crate) const CLIENT_ID: &str = "6532622b";
 const MAX_SAMPLES: usize = 720;
 /// Log entries kept per sandbox.
 const MAX_LOGS: usize = 1000;
+/// `network.denyOut` entry for all egress.
+const ALL_TRAFFIC: &str = "0.0.0.0/0";
 
 /// What a `/files` URL signature covers, and the signature.
 pub(crate) struct SignedUrl<'a> {
@@ -145,6 +147,12 @@ pub(crate) struct Sandbox {
     pub(crate) metadata: BTreeMap<String, String>,
     pub(crate) allow_internet_access: Option<bool>,
     pub(crate) auto_pause: bool,
+    /// Traffic to a paused sandbox resumes it (`autoResume`), for `timeout` seconds.
+    auto_resume: bool,
+    timeout: i32,
+    /// Required in `e2b-traffic-access-token` on the sandbox's user ports
+    /// (`network.allowPublicTraffic: false`).
+    traffic_token: Option<String>,
     pub(crate) envd_version: String,
     pub(crate) envd_addr: SocketAddr,
     /// Its size, as reported.
@@ -197,7 +205,7 @@ impl Sandbox {
             alias: Some(TEMPLATE.into()),
             envd_version: self.envd_version.clone(),
             envd_access_token: self.token.clone(),
-            traffic_access_token: None,
+            traffic_access_token: self.traffic_token.clone(),
             domain: s.domain.clone(),
         }
     }
@@ -222,9 +230,15 @@ impl Sandbox {
             envd_access_token: self.token.clone(),
             allow_internet_access: self.allow_internet_access,
             domain: s.domain.clone(),
-            network: None,
+            network: self
+                .traffic_token
+                .is_some()
+                .then(|| wire::SandboxNetworkConfig {
+                    allow_public_traffic: Some(false),
+                    ..Default::default()
+                }),
             lifecycle: Some(wire::SandboxLifecycle {
-                auto_resume: false,
+                auto_resume: self.auto_resume,
                 on_timeout: if self.auto_pause {
                     wire::SandboxOnTimeout::Pause
                 } else {
@@ -332,6 +346,19 @@ impl Sandbox {
         i.samples.push_back((at, metric));
     }
 
+    /// Whether `token` is this sandbox's traffic access token (compared in constant time);
+    /// `true` when its user ports are public.
+    pub(crate) fn admits_traffic(&self, token: Option<&[u8]>) -> Result<(), &'static str> {
+        let Some(want) = &self.traffic_token else {
+            return Ok(());
+        };
+        match token {
+            None => Err("missing traffic access token"),
+            Some(t) if bool::from(want.as_bytes().ct_eq(t)) => Ok(()),
+            Some(_) => Err("invalid traffic access token"),
+        }
+    }
+
     /// Whether `url`'s signature is the `v1_` signature the SDKs put on `/files` URLs, made
     /// with this sandbox's token (compared in constant time).
     pub(crate) fn signs(&self, url: &SignedUrl<'_>) -> bool {
@@ -403,22 +430,34 @@ impl Registry {
         lock(&self.map).values().cloned().collect()
     }
 
-    /// The envd a request for sandbox `id` goes to.
-    pub(crate) fn route(&self, id: &str) -> Route {
-        match self.get(id) {
-            Some(s) if s.view().state == State::Running => Route::Envd(s.envd_addr),
-            _ => Route::NotFound,
+    /// Sandbox `id` when it is running, resuming it first when it is paused with
+    /// `autoResume` (traffic wakes it, as on E2B).
+    pub(crate) fn running(&self, id: &str) -> Option<Arc<Sandbox>> {
+        let s = self.get(id)?;
+        match s.view().state {
+            State::Running => Some(s),
+            State::Paused if s.auto_resume => {
+                tracing::info!(sandbox = %id, "traffic for a paused sandbox with autoResume: resuming it");
+                self.connect(id, s.timeout).ok().map(|(s, _)| s)
+            }
+            State::Paused => None,
         }
     }
 
-    /// A process in running sandbox `id`'s own network namespace (`Some(None)`: it shares the
-    /// machine's network; `None`: no such running sandbox).
-    pub(crate) fn netns_of(&self, id: &str) -> Option<Option<i32>> {
-        let s = self.get(id)?;
-        if s.view().state != State::Running {
-            return None;
+    /// The envd a request for sandbox `id` goes to.
+    pub(crate) fn route(&self, id: &str) -> Route {
+        match self.running(id) {
+            Some(s) => Route::Envd(s.envd_addr),
+            None => Route::NotFound,
         }
-        Some(s.instance.netns_pid())
+    }
+
+    /// Running sandbox `id` and a process in its own network namespace (`None` there: it
+    /// shares the machine's network); `None`: no such running sandbox.
+    pub(crate) fn netns_of(&self, id: &str) -> Option<(Arc<Sandbox>, Option<i32>)> {
+        let s = self.running(id)?;
+        let pid = s.instance.netns_pid();
+        Some((s, pid))
     }
 
     /// Whether `port` is the loopback port of some sandbox's envd.
@@ -464,6 +503,7 @@ impl Registry {
             ));
         }
         let ttl = self.timeout_of(secs)?;
+        let allow_internet_access = self.internet_access(&req)?;
         let slots = self.pending.fetch_add(1, Ordering::SeqCst) + lock(&self.map).len();
         let _pending = PendingGuard(&self.pending);
         if slots >= self.settings.max_sandboxes {
@@ -482,7 +522,7 @@ impl Registry {
             .spawn(SandboxSpec {
                 id: id.clone(),
                 dir: dir.clone(),
-                allow_internet_access: req.allow_internet_access.unwrap_or(true),
+                allow_internet_access,
             })
             .await
             .map_err(|e| {
@@ -509,6 +549,13 @@ impl Registry {
             metadata: req.metadata.unwrap_or_default(),
             allow_internet_access: req.allow_internet_access,
             auto_pause: req.auto_pause.unwrap_or(false),
+            auto_resume: req.auto_resume.as_ref().is_some_and(|a| a.enabled),
+            timeout: secs,
+            traffic_token: req
+                .network
+                .as_ref()
+                .is_some_and(|n| n.allow_public_traffic == Some(false))
+                .then(|| util::random_hex(32)),
             envd_version: version,
             envd_addr: instance.envd_addr(),
             resources: self.settings.host.within(instance.limits()),
@@ -530,6 +577,73 @@ impl Registry {
         );
         lock(&self.map).insert(id, sandbox.clone());
         Ok(sandbox)
+    }
+
+    /// Whether the sandbox `req` asks for may reach the internet; a 400 for what of the request
+    /// `e2b serve` cannot hold (egress rules, volumes, MCP, workload identity, a network of its
+    /// own on a runtime without one): refused, never silently dropped, since a caller that asked
+    /// for a restriction must not get a sandbox without it.
+    fn internet_access(&self, req: &wire::NewSandbox) -> Result<bool, Failure> {
+        let refuse = |what: &str, why: &str| {
+            Err(Failure::new(
+                StatusCode::BAD_REQUEST,
+                format!("{what}: e2b serve {why}; leave it out, or use E2B's cloud"),
+            ))
+        };
+        if req.volume_mounts.as_ref().is_some_and(|v| !v.is_empty()) {
+            return refuse("volumeMounts", "has no volumes");
+        }
+        if req.mcp.as_ref().is_some_and(|m| !m.is_empty()) {
+            return refuse("mcp", "has no MCP gateway");
+        }
+        if req
+            .iam
+            .as_ref()
+            .and_then(|i| i.tokens.as_ref())
+            .is_some_and(|t| !t.is_empty())
+        {
+            return refuse("iam", "issues no workload identity tokens");
+        }
+        let mut allow = req.allow_internet_access.unwrap_or(true);
+        if let Some(n) = &req.network {
+            if n.allow_out.as_ref().is_some_and(|v| !v.is_empty()) {
+                return refuse(
+                    "network.allowOut",
+                    "cannot filter a sandbox's egress by destination (allow_internet_access=false, \
+                     or network.denyOut [\"0.0.0.0/0\"], cuts it off entirely)",
+                );
+            }
+            if let Some(deny) = n.deny_out.as_ref().filter(|v| !v.is_empty()) {
+                if deny.iter().any(|d| d.trim() != ALL_TRAFFIC) {
+                    return refuse(
+                        "network.denyOut",
+                        "can deny all egress ([\"0.0.0.0/0\"]) but not single destinations",
+                    );
+                }
+                allow = false;
+            }
+            if n.egress_proxy.is_some() {
+                return refuse("network.egressProxy", "has no egress proxy");
+            }
+            if n.rules.as_ref().is_some_and(|r| !r.is_empty()) {
+                return refuse("network.rules", "has no egress proxy to apply rules");
+            }
+            if n.mask_request_host.as_ref().is_some_and(|h| !h.is_empty()) {
+                return refuse("network.maskRequestHost", "does not rewrite Host headers");
+            }
+        }
+        if !allow && !self.runtime.isolates_network() {
+            return Err(Failure::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "a sandbox without internet access needs a network of its own, and this e2b \
+                     serve runs {} sandboxes, which share the machine's: start it with \
+                     --isolation isolated (as root), or allow internet access",
+                    self.runtime.name()
+                ),
+            ));
+        }
+        Ok(allow)
     }
 
     /// `POST /init` to a new envd, as E2B's orchestrator does; returns `X-Envd-Version`.

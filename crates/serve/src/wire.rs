@@ -4,8 +4,8 @@
 pub(crate) use e2b_api::models::{
     ConnectSandbox, Error as ApiError, ListedSandbox, LogLevel, NewSandbox, ResumedSandbox,
     Sandbox, SandboxDetail, SandboxLifecycle, SandboxLog, SandboxLogEntry, SandboxLogs,
-    SandboxLogsV2Response, SandboxMetric, SandboxOnTimeout, SandboxPauseRequest, SandboxState,
-    SandboxTimeoutRequest, SandboxesWithMetrics,
+    SandboxLogsV2Response, SandboxMetric, SandboxNetworkConfig, SandboxOnTimeout,
+    SandboxPauseRequest, SandboxState, SandboxTimeoutRequest, SandboxesWithMetrics,
 };
 
 /// A count in the spec's `int32` fields (`cpuCount`, `memoryMB`, `diskSizeMB`), saturated.

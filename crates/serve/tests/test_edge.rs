@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use e2b_envd_proto::wire::{FileOperation, file_signature};
 use serde_json::json;
+use std::time::Duration;
 
 /// The SDKs' `/files` URL signature (its digest is pinned by `e2b-envd-proto`'s own tests).
 fn sign(path: &str, op: &str, user: &str, token: &str, exp: Option<u64>) -> String {
@@ -342,5 +343,86 @@ async fn user_ports_reach_a_server_in_the_sandbox() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 502);
+    env.serve.shutdown().await;
+}
+
+/// `network.allowPublicTraffic: false`: create answers a traffic access token, info says the
+/// traffic is not public, and the sandbox's user ports answer 403 without the token (missing or
+/// wrong) and reach the server with it, as E2B's proxy; envd's port keeps its own access token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_ports_need_the_traffic_access_token() {
+    let env = start().await;
+    let a = env
+        .create(json!({"network": {"allowPublicTraffic": false}}))
+        .await;
+    let token = a["trafficAccessToken"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no trafficAccessToken: {a}"))
+        .to_owned();
+    assert_eq!(token.len(), 64, "{a}");
+    let (_, info) = env.get(&format!("/sandboxes/{}", id(&a))).await;
+    assert_eq!(info["network"]["allowPublicTraffic"], false, "{info}");
+    let (status, again) = env
+        .post(
+            &format!("/sandboxes/{}/connect", id(&a)),
+            json!({"timeout": 60}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(again["trafficAccessToken"], token.as_str());
+
+    let port = free_port();
+    let cmds = env.commands(&a, e2b_commands::Transport::Grpc);
+    cmds.run(
+        "mkdir -p site && echo private > site/index.html",
+        e2b_commands::CommandOptions::new(),
+    )
+    .await
+    .unwrap();
+    let _server = cmds
+        .start_streaming(
+            e2b_commands::CommandLine::shell(format!(
+                "exec python3 -m http.server {port} --bind 127.0.0.1 --directory site"
+            )),
+            e2b_commands::CommandOptions::new().retain_output(false),
+        )
+        .await
+        .unwrap();
+    let url = format!("{}/index.html", env.serve.edge_url());
+    let host = format!("{port}-{}.localhost", id(&a));
+    let get = |token: Option<&str>| {
+        let mut req = env.http.get(&url).header("Host", &host);
+        if let Some(t) = token {
+            req = req.header("e2b-traffic-access-token", t);
+        }
+        req.send()
+    };
+    let mut body = String::new();
+    for _ in 0..100 {
+        let resp = get(Some(&token)).await.unwrap();
+        if resp.status() == 200 {
+            body = resp.text().await.unwrap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(body, "private\n", "with the token the server answers");
+    for (token, why) in [
+        (None, "missing"),
+        (Some("0".repeat(64).as_str()), "invalid"),
+    ] {
+        let resp = get(token).await.unwrap();
+        assert_eq!(resp.status(), 403, "{why} token");
+        let text = resp.text().await.unwrap();
+        assert!(
+            text.contains(&format!("{why} traffic access token")) && text.contains("\"code\":403"),
+            "{text}"
+        );
+    }
+    // envd's port is guarded by the envd access token, not the traffic token.
+    assert_eq!(env.health(&id(&a)).await, 204);
+    // A sandbox with public traffic (the default) has no token and needs none.
+    let b = env.create(json!({})).await;
+    assert!(b["trafficAccessToken"].is_null(), "{b}");
     env.serve.shutdown().await;
 }

@@ -245,3 +245,72 @@ async fn malformed_ids_queries_and_bodies_are_400() {
     assert_eq!(env.health(&id).await, 204);
     env.serve.shutdown().await;
 }
+
+/// What of a create request `e2b serve` cannot hold is refused with 400 naming it, never
+/// silently dropped (a caller that asked for egress rules must not get an open sandbox), and
+/// nothing is started. Plain sandboxes share the machine's network, so one asked to be cut off
+/// from the internet is refused too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_options_that_cannot_be_held_are_refused() {
+    let env = start().await;
+    assert_eq!(env.serve.runtime_name(), "plain");
+    let cases = [
+        (
+            json!({"network": {"allowOut": ["example.com"], "denyOut": ["0.0.0.0/0"]}}),
+            "network.allowOut",
+        ),
+        (
+            json!({"network": {"denyOut": ["10.0.0.0/8"]}}),
+            "network.denyOut",
+        ),
+        (
+            json!({"network": {"egressProxy": {"address": "127.0.0.1:1080"}}}),
+            "network.egressProxy",
+        ),
+        (
+            json!({"network": {"rules": {"api.example.com": [{}]}}}),
+            "network.rules",
+        ),
+        (
+            json!({"network": {"maskRequestHost": "localhost:${PORT}"}}),
+            "network.maskRequestHost",
+        ),
+        (
+            json!({"volumeMounts": [{"name": "data", "path": "/data"}]}),
+            "volumeMounts",
+        ),
+        (json!({"mcp": {"github": {}}}), "mcp"),
+        (
+            json!({"iam": {"tokens": {"aws": {"audience": "sts.amazonaws.com", "tokenType": "JWT-SVID"}}}}),
+            "iam",
+        ),
+        (
+            json!({"allow_internet_access": false}),
+            "without internet access needs a network of its own",
+        ),
+        (
+            json!({"network": {"denyOut": ["0.0.0.0/0"]}}),
+            "without internet access needs a network of its own",
+        ),
+    ];
+    for (extra, want) in cases {
+        let mut body = json!({"templateID": "base", "timeout": 60});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (status, answer) = env.post("/sandboxes", body.clone()).await;
+        assert_eq!(status, 400, "{body} -> {answer}");
+        assert_eq!(answer["code"], 400);
+        let message = answer["message"].as_str().unwrap_or_default();
+        assert!(message.contains(want), "{body}: {message}");
+    }
+    assert_eq!(
+        env.serve.sandbox_count(),
+        0,
+        "a refused create started a sandbox"
+    );
+    // Empty lists and public traffic are what every sandbox has: accepted.
+    env.create(json!({"network": {"allowOut": [], "denyOut": [], "allowPublicTraffic": true}, "volumeMounts": []}))
+        .await;
+    env.serve.shutdown().await;
+}

@@ -93,10 +93,16 @@ async fn allow_internet_access_maps_to_the_sandbox_network() {
     let env = start_isolated().await;
     let offline = env.create(json!({"allow_internet_access": false})).await;
     let online = env.create(json!({"allow_internet_access": true})).await;
-    assert!(
-        nat_helpers_of(&id(&offline)).is_empty(),
-        "no NAT helper for an offline sandbox"
-    );
+    // E2B's other spelling of "no internet": every destination denied.
+    let denied = env
+        .create(json!({"network": {"denyOut": ["0.0.0.0/0"]}}))
+        .await;
+    for s in [&offline, &denied] {
+        assert!(
+            nat_helpers_of(&id(s)).is_empty(),
+            "no NAT helper for an offline sandbox"
+        );
+    }
     assert!(
         !nat_helpers_of(&id(&online)).is_empty(),
         "a NAT helper runs for the online sandbox"
@@ -114,6 +120,13 @@ async fn allow_internet_access_maps_to_the_sandbox_network() {
         "offline: loopback only ({})",
         out.stderr
     );
+    let out = env
+        .commands(&denied, Transport::Grpc)
+        .run(script, CommandOptions::new())
+        .await
+        .unwrap();
+    let lines: Vec<&str> = out.stdout.lines().map(str::trim).collect();
+    assert_eq!(lines, ["lo", "0"], "denyOut all: loopback only");
     let out = env
         .commands(&online, Transport::Grpc)
         .run(script, CommandOptions::new())

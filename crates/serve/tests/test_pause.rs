@@ -105,3 +105,41 @@ async fn auto_pause_on_timeout() {
     assert_eq!(env.health(&id).await, 204);
     env.serve.shutdown().await;
 }
+
+/// `autoResume: {enabled: true}`: traffic for a paused sandbox resumes it (as on E2B, where a
+/// request wakes it), for its create timeout; without it the sandbox stays paused and the edge
+/// answers 502.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traffic_resumes_a_paused_sandbox_with_auto_resume() {
+    let env = start().await;
+    let woken = env
+        .create(json!({"timeout": 120, "autoResume": {"enabled": true}}))
+        .await;
+    let asleep = env.create(json!({"timeout": 120})).await;
+    let (_, info) = env.get(&format!("/sandboxes/{}", id(&woken))).await;
+    assert_eq!(info["lifecycle"]["autoResume"], true, "{info}");
+    for s in [&woken, &asleep] {
+        let (status, body) = env
+            .post(&format!("/sandboxes/{}/pause", id(s)), json!({}))
+            .await;
+        assert_eq!(status, 204, "{body}");
+    }
+    assert_eq!(env.health(&id(&woken)).await, 204, "traffic resumes it");
+    let (_, info) = env.get(&format!("/sandboxes/{}", id(&woken))).await;
+    assert_eq!(info["state"], "running", "{info}");
+    let out = env
+        .commands(&woken, e2b_commands::Transport::Grpc)
+        .run("echo awake", e2b_commands::CommandOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "awake\n");
+
+    assert_eq!(
+        env.health(&id(&asleep)).await,
+        502,
+        "no autoResume: it sleeps"
+    );
+    let (_, info) = env.get(&format!("/sandboxes/{}", id(&asleep))).await;
+    assert_eq!(info["state"], "paused", "{info}");
+    env.serve.shutdown().await;
+}
