@@ -36,6 +36,8 @@ pub struct SandboxBuilder {
     secure: bool,
     allow_internet_access: bool,
     auto_pause: Option<bool>,
+    auto_resume: Option<bool>,
+    allow_public_traffic: Option<bool>,
     api: Option<ApiClient>,
     config: Option<ConnectionConfig>,
 }
@@ -50,6 +52,8 @@ impl SandboxBuilder {
             secure: true,
             allow_internet_access: true,
             auto_pause: None,
+            auto_resume: None,
+            allow_public_traffic: None,
             api: None,
             config: None,
         }
@@ -103,6 +107,21 @@ impl SandboxBuilder {
         self
     }
 
+    /// Resume the sandbox when traffic reaches it while paused (`autoResume`; with
+    /// [`auto_pause`](Self::auto_pause), the SDKs' `lifecycle` with `auto_resume`).
+    pub fn auto_resume(mut self, auto_resume: bool) -> Self {
+        self.auto_resume = Some(auto_resume);
+        self
+    }
+
+    /// Whether the sandbox's ports are public (default `true`). With `false` every request
+    /// to them needs [`Sandbox::traffic_access_token`] in the `e2b-traffic-access-token`
+    /// header.
+    pub fn allow_public_traffic(mut self, allow: bool) -> Self {
+        self.allow_public_traffic = Some(allow);
+        self
+    }
+
     /// Uses these connection settings instead of the environment's.
     pub fn connection(mut self, config: ConnectionConfig) -> Self {
         self.config = Some(config);
@@ -125,6 +144,15 @@ impl SandboxBuilder {
         body.secure = Some(self.secure);
         body.allow_internet_access = Some(self.allow_internet_access);
         body.auto_pause = self.auto_pause;
+        body.auto_resume = self
+            .auto_resume
+            .map(|enabled| e2b_api::models::SandboxAutoResumeConfig { enabled });
+        body.network =
+            self.allow_public_traffic
+                .map(|allow| e2b_api::models::SandboxNetworkConfig {
+                    allow_public_traffic: Some(allow),
+                    ..Default::default()
+                });
         body
     }
 

@@ -275,6 +275,34 @@ async fn the_whole_lifecycle_through_the_facade() {
     assert!(running.is_empty());
 }
 
+/// The builder's `allow_public_traffic(false)` and `auto_resume(true)`: the sandbox has a traffic
+/// access token, and a command sent while it is paused resumes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_traffic_and_auto_resume_through_the_builder() {
+    let serve = Serve::start();
+    let sbx = Sandbox::builder("base")
+        .allow_public_traffic(false)
+        .auto_pause(true)
+        .auto_resume(true)
+        .timeout(Duration::from_secs(120))
+        .connection(serve.config())
+        .create()
+        .await
+        .unwrap();
+    let token = sbx.traffic_access_token().unwrap_or_default();
+    assert_eq!(token.len(), 64, "a traffic access token: {token:?}");
+    assert!(sbx.pause().await.unwrap());
+    assert_eq!(sbx.info().await.unwrap().state, SandboxState::Paused);
+    let out = sbx
+        .commands()
+        .run("echo awake", CommandOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "awake\n", "traffic resumed the paused sandbox");
+    assert_eq!(sbx.info().await.unwrap().state, SandboxState::Running);
+    sbx.kill().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_filters_and_paginates_over_pages() {
     let serve = Serve::start();
