@@ -10,7 +10,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use base64::Engine as _;
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
@@ -180,6 +180,7 @@ pub(crate) fn router(api: Api) -> Router {
         .route("/sandboxes/{id}/pause", post(pause))
         .route("/sandboxes/{id}/resume", post(resume))
         .route("/sandboxes/{id}/refreshes", post(refresh))
+        .route("/sandboxes/{id}/network", put(update_network))
         .route("/sandboxes/{id}/metrics", get(metrics))
         .route("/sandboxes/{id}/logs", get(logs_v1))
         .route("/v2/sandboxes/{id}/logs", get(logs_v2))
@@ -197,10 +198,15 @@ async fn health() -> Response {
     json(StatusCode::OK, &serde_json::json!({"status": "ok"}))
 }
 
-async fn not_found() -> Response {
+async fn not_found(method: http::Method, uri: http::Uri) -> Response {
     error(
         StatusCode::NOT_FOUND,
-        "no such endpoint in E2B's sandbox API",
+        &format!(
+            "e2b serve has no endpoint {method} {}: it serves E2B's sandbox lifecycle (create, \
+             list, info, kill, timeout, connect, pause, resume, metrics, logs), not templates, \
+             snapshots, forks or teams",
+            uri.path()
+        ),
     )
 }
 
@@ -302,6 +308,17 @@ async fn resume(State(api): State<Api>, SandboxId(id): SandboxId, bytes: Bytes) 
     let req: wire::ResumedSandbox = optional_body(&bytes, "ResumedSandbox")?;
     let s = api.registry.resume(&id, req.timeout.unwrap_or(15))?;
     Ok(json(StatusCode::CREATED, &s.wire(&api.registry.settings)))
+}
+
+/// `PUT /sandboxes/{id}/network` (the SDKs' `update_network`): egress rules cannot be changed
+/// here, so an existing sandbox gets a 400 that says so (never a silent 204).
+async fn update_network(State(api): State<Api>, SandboxId(id): SandboxId) -> Answer {
+    api.sandbox(&id)?;
+    Err(error(
+        StatusCode::BAD_REQUEST,
+        "e2b serve cannot change a sandbox's egress rules: create it with \
+         allow_internet_access=false for no internet, or use E2B's cloud",
+    ))
 }
 
 async fn pause(State(api): State<Api>, SandboxId(id): SandboxId, bytes: Bytes) -> Answer {

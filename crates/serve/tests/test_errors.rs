@@ -310,7 +310,39 @@ async fn create_options_that_cannot_be_held_are_refused() {
         "a refused create started a sandbox"
     );
     // Empty lists and public traffic are what every sandbox has: accepted.
-    env.create(json!({"network": {"allowOut": [], "denyOut": [], "allowPublicTraffic": true}, "volumeMounts": []}))
+    let sbx = env.create(json!({"network": {"allowOut": [], "denyOut": [], "allowPublicTraffic": true}, "volumeMounts": []}))
         .await;
+    // Egress rules cannot be changed later either (the SDKs' update_network): 400, not 204.
+    let path = format!("/sandboxes/{}/network", id(&sbx));
+    let body = json!({"denyOut": ["0.0.0.0/0"]});
+    let (status, _, answer) = env
+        .call(reqwest::Method::PUT, &path, Some(body.clone()))
+        .await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cannot change a sandbox's egress rules"),
+        "{answer}"
+    );
+    let (status, _, _) = env
+        .call(
+            reqwest::Method::PUT,
+            "/sandboxes/nosuchsandbox/network",
+            Some(body),
+        )
+        .await;
+    assert_eq!(status, 404);
+    // Parts of E2B's API that e2b serve does not serve say so.
+    let (status, _, answer) = env.call(reqwest::Method::GET, "/templates", None).await;
+    assert_eq!(status, 404, "{answer}");
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("has no endpoint GET /templates"),
+        "{answer}"
+    );
     env.serve.shutdown().await;
 }
