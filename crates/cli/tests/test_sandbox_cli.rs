@@ -91,6 +91,19 @@ impl Serve {
         }
     }
 
+    /// What it printed on stderr once `done` holds of it (the reader thread may lag behind
+    /// the banner), or after 10 s.
+    fn stderr_when(&self, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = self.stderr.lock().unwrap().clone();
+            if done(&text) || Instant::now() > deadline {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn e2b(&self, args: &[&str]) -> Output {
         self.e2b_with_key(KEY, args)
     }
@@ -484,7 +497,8 @@ fn without_its_sandbox_envd_beside_it_e2b_serve_runs_itself() {
                 let own = format!("each sandbox's envd: {} serve envd", exe.display());
                 assert!(serve.banner.contains(&own), "{name}: {}", serve.banner);
                 if let Some(warning) = warning {
-                    let stderr = serve.stderr.lock().unwrap().clone();
+                    let stderr =
+                        serve.stderr_when(|s| s.contains("not using") && s.contains(warning));
                     assert!(
                         stderr.contains("not using") && stderr.contains(warning),
                         "{name}: e2b serve says why it does not use its e2b-serve-envd: {stderr}"

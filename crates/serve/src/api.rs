@@ -201,7 +201,7 @@ async fn health() -> Response {
 async fn not_found(method: http::Method, uri: http::Uri) -> Response {
     error(
         StatusCode::NOT_FOUND,
-        &format!(
+        format!(
             "e2b serve has no endpoint {method} {}: it serves E2B's sandbox lifecycle (create, \
              list, info, kill, timeout, connect, pause, resume, metrics, logs), not templates, \
              snapshots, forks or teams",
