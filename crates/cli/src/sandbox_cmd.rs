@@ -90,6 +90,13 @@ pub enum SandboxCmd {
         /// Pause instead of kill when the timeout expires.
         #[arg(long)]
         auto_pause: bool,
+        /// Resume the sandbox when traffic reaches it while paused (with --auto-pause).
+        #[arg(long, requires = "auto_pause")]
+        auto_resume: bool,
+        /// Make the sandbox's ports private: requests to them need the printed traffic access
+        /// token in the `e2b-traffic-access-token` header.
+        #[arg(long)]
+        private_ports: bool,
         /// Output format.
         #[command(flatten)]
         format: FormatArgs,
@@ -294,6 +301,8 @@ pub async fn sandbox(args: SandboxCommandArgs) -> Result<i32, CloudCliError> {
             insecure,
             no_internet,
             auto_pause,
+            auto_resume,
+            private_ports,
             format,
         } => {
             let json = format.json()?;
@@ -309,6 +318,12 @@ pub async fn sandbox(args: SandboxCommandArgs) -> Result<i32, CloudCliError> {
             if auto_pause {
                 b = b.auto_pause(true);
             }
+            if auto_resume {
+                b = b.auto_resume(true);
+            }
+            if private_ports {
+                b = b.allow_public_traffic(false);
+            }
             let sbx = b.create().await?;
             let info = sbx.api_info().cloned();
             if json {
@@ -321,6 +336,9 @@ pub async fn sandbox(args: SandboxCommandArgs) -> Result<i32, CloudCliError> {
                 ];
                 if let Some(i) = &info {
                     fields.insert(1, ("Template ID", i.template_id.clone()));
+                }
+                if let Some(t) = sbx.traffic_access_token() {
+                    fields.push(("Traffic access token", t.to_owned()));
                 }
                 print_fields(&fields);
             }

@@ -634,3 +634,49 @@ fn serve_sizes_isolated_sandboxes_and_refuses_sizes_it_cannot_hold() {
     assert_eq!(row("vCPUs").as_deref(), Some("1"), "{table}");
     assert!(ok(&serve.e2b(&["sandbox", "kill", &id])).contains("has been killed"));
 }
+
+/// `e2b sandbox create --private-ports --auto-pause --auto-resume`: the answer carries the
+/// traffic access token (table and JSON), and a command sent to the paused sandbox resumes it.
+#[test]
+fn create_with_private_ports_and_auto_resume() {
+    let serve = Serve::start_with("private", &["--isolation", "plain"]);
+    let out = serve.e2b(&["sandbox", "create", "--auto-resume"]);
+    assert!(!out.status.success(), "--auto-resume without --auto-pause");
+    assert!(stderr(&out).contains("--auto-pause"), "{}", stderr(&out));
+
+    let table = ok(&serve.e2b(&["sandbox", "create", "--private-ports"]));
+    let token = table
+        .lines()
+        .find_map(|l| l.strip_prefix("Traffic access token"))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no traffic access token: {table}"));
+    assert_eq!(token.len(), 64, "{table}");
+
+    let created: Value = serde_json::from_str(&ok(&serve.e2b(&[
+        "sandbox",
+        "create",
+        "--private-ports",
+        "--auto-pause",
+        "--auto-resume",
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(
+        created["trafficAccessToken"].as_str().map(str::len),
+        Some(64),
+        "{created}"
+    );
+    let id = created["sandboxID"].as_str().unwrap().to_owned();
+    ok(&serve.e2b(&["sandbox", "pause", &id]));
+    let info: Value =
+        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "info", &id, "--json"]))).unwrap();
+    assert_eq!(info["state"], "paused", "{info}");
+    assert_eq!(
+        ok(&serve.e2b(&["run", "--sandbox-id", &id, "--", "echo awake"])),
+        "awake\n"
+    );
+    let info: Value =
+        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "info", &id, "--json"]))).unwrap();
+    assert_eq!(info["state"], "running", "traffic resumed it: {info}");
+    assert_eq!(info["lifecycle"]["autoResume"], true, "{info}");
+}
