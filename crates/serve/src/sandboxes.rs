@@ -465,12 +465,15 @@ impl Registry {
         lock(&self.map).values().any(|s| s.envd_addr.port() == port)
     }
 
-    /// The running sandbox whose token signed this `/files` URL.
+    /// The running sandbox whose token signed this `/files` URL (a paused one with
+    /// `autoResume` is resumed first).
     pub(crate) fn route_signed(&self, url: &SignedUrl<'_>) -> Option<(String, SocketAddr)> {
-        self.all()
+        let s = self
+            .all()
             .into_iter()
-            .find(|s| s.view().state == State::Running && s.signs(url))
-            .map(|s| (s.id.clone(), s.envd_addr))
+            .find(|s| (s.auto_resume || s.view().state == State::Running) && s.signs(url))?;
+        let s = self.running(&s.id)?;
+        Some((s.id.clone(), s.envd_addr))
     }
 
     fn timeout_of(&self, secs: i32) -> Result<Duration, Failure> {

@@ -134,6 +134,42 @@ async fn traffic_resumes_a_paused_sandbox_with_auto_resume() {
         .unwrap();
     assert_eq!(out.stdout, "awake\n");
 
+    // A signed /files URL (no sandbox id in it, as browsers use download_url) wakes it too.
+    let path = format!("/tmp/e2b-serve-awake-{}.txt", id(&woken));
+    let path = path.as_str();
+    let out = env
+        .commands(&woken, e2b_commands::Transport::Grpc)
+        .run(
+            format!("echo signed > {path}"),
+            e2b_commands::CommandOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, 0, "{}", out.stderr);
+    let (status, _) = env
+        .post(&format!("/sandboxes/{}/pause", id(&woken)), json!({}))
+        .await;
+    assert_eq!(status, 204);
+    let token = woken["envdAccessToken"].as_str().unwrap();
+    let signature = e2b_envd_proto::wire::file_signature(
+        path,
+        e2b_envd_proto::wire::FileOperation::Read,
+        "",
+        token,
+        None,
+    );
+    let resp = env
+        .http
+        .get(format!("{}/files", env.serve.edge_url()))
+        .query(&[("path", path), ("signature", signature.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().await.unwrap(), "signed\n");
+    // Plain sandboxes share the machine's /tmp.
+    let _ = std::fs::remove_file(path);
+
     assert_eq!(
         env.health(&id(&asleep)).await,
         502,
