@@ -301,12 +301,15 @@ impl Edge {
         port: u16,
         token: Option<&[u8]>,
     ) -> Result<Target, Response<Body>> {
-        let Some((sandbox, netns)) = self.registry.netns_of(&id) else {
-            return Err(not_found(&id, "The sandbox was not found"));
-        };
-        if let Err(why) = sandbox.admits_traffic(token) {
+        // The token first: a request without it must not even wake a paused sandbox.
+        if let Some(sandbox) = self.registry.get(&id)
+            && let Err(why) = sandbox.admits_traffic(token)
+        {
             return Err(forbidden(&id, why));
         }
+        let Some(netns) = self.registry.netns_of(&id) else {
+            return Err(not_found(&id, "The sandbox was not found"));
+        };
         if port == 0 {
             return Err(port_closed("0"));
         }

@@ -346,8 +346,9 @@ impl Sandbox {
         i.samples.push_back((at, metric));
     }
 
-    /// Whether `token` is this sandbox's traffic access token (compared in constant time);
-    /// `true` when its user ports are public.
+    /// Whether a request to the sandbox's user ports carrying `token` (the
+    /// `e2b-traffic-access-token` header) may pass: always when its ports are public, else only
+    /// with its traffic access token (compared in constant time). `Err` says what is wrong.
     pub(crate) fn admits_traffic(&self, token: Option<&[u8]>) -> Result<(), &'static str> {
         let Some(want) = &self.traffic_token else {
             return Ok(());
@@ -452,12 +453,10 @@ impl Registry {
         }
     }
 
-    /// Running sandbox `id` and a process in its own network namespace (`None` there: it
-    /// shares the machine's network); `None`: no such running sandbox.
-    pub(crate) fn netns_of(&self, id: &str) -> Option<(Arc<Sandbox>, Option<i32>)> {
-        let s = self.running(id)?;
-        let pid = s.instance.netns_pid();
-        Some((s, pid))
+    /// A process in running sandbox `id`'s own network namespace (`Some(None)`: it shares the
+    /// machine's network; `None`: no such running sandbox).
+    pub(crate) fn netns_of(&self, id: &str) -> Option<Option<i32>> {
+        Some(self.running(id)?.instance.netns_pid())
     }
 
     /// Whether `port` is the loopback port of some sandbox's envd.

@@ -353,7 +353,7 @@ async fn user_ports_reach_a_server_in_the_sandbox() {
 async fn private_ports_need_the_traffic_access_token() {
     let env = start().await;
     let a = env
-        .create(json!({"network": {"allowPublicTraffic": false}}))
+        .create(json!({"network": {"allowPublicTraffic": false}, "autoResume": {"enabled": true}}))
         .await;
     let token = a["trafficAccessToken"]
         .as_str()
@@ -419,7 +419,18 @@ async fn private_ports_need_the_traffic_access_token() {
             "{text}"
         );
     }
-    // envd's port is guarded by the envd access token, not the traffic token.
+    // A request without the token does not even wake the sandbox when it is paused.
+    let (status, _) = env
+        .post(&format!("/sandboxes/{}/pause", id(&a)), json!({}))
+        .await;
+    assert_eq!(status, 204);
+    assert_eq!(get(None).await.unwrap().status(), 403);
+    let (_, info) = env.get(&format!("/sandboxes/{}", id(&a))).await;
+    assert_eq!(
+        info["state"], "paused",
+        "a tokenless request woke it: {info}"
+    );
+    // envd's port is guarded by the envd access token, not the traffic token (and wakes it).
     assert_eq!(env.health(&id(&a)).await, 204);
     // A sandbox with public traffic (the default) has no token and needs none.
     let b = env.create(json!({})).await;
