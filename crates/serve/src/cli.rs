@@ -36,7 +36,7 @@ pub struct ServeArgs {
     pub state_dir: Option<PathBuf>,
     /// The domain sandboxes answer with, from which the SDKs build host names
     /// (`get_host(8080)` = `8080-<id>.<domain>`), e.g. a wildcard DNS name pointing at this
-    /// machine. Default: `localhost:<edge port>` when --bind is a loopback address.
+    /// machine, for clients on other machines. Default: `localhost:<edge port>`.
     #[arg(long, value_name = "DOMAIN")]
     pub domain: Option<String>,
     /// Most sandboxes at once; more are refused with 429.
@@ -231,9 +231,10 @@ pub async fn run_cli_with(
         println!("  each sandbox: {limits}");
     }
     println!("{envd_line}");
-    if let Some(domain) = handle.domain() {
-        println!("  a sandbox's port P is reachable as P-<sandbox id>.{domain} (get_host)");
-    }
+    println!(
+        "  a sandbox's port P is reachable as P-<sandbox id>.{} (get_host)",
+        handle.domain()
+    );
     println!("  API key {note}");
     println!("export E2B_API_URL={}", handle.api_url());
     println!("export E2B_SANDBOX_URL={}", handle.edge_url());

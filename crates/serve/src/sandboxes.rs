@@ -106,7 +106,7 @@ pub(crate) struct Settings {
     pub(crate) max_timeout: Duration,
     pub(crate) state_dir: PathBuf,
     /// The domain the SDKs build sandbox host names with (`<port>-<id>.<domain>`).
-    pub(crate) domain: Option<String>,
+    pub(crate) domain: String,
 }
 
 /// `running` or `paused`.
@@ -206,7 +206,7 @@ impl Sandbox {
             envd_version: self.envd_version.clone(),
             envd_access_token: self.token.clone(),
             traffic_access_token: self.traffic_token.clone(),
-            domain: s.domain.clone(),
+            domain: Some(s.domain.clone()),
         }
     }
 
@@ -229,7 +229,7 @@ impl Sandbox {
             volume_mounts: l.volume_mounts,
             envd_access_token: self.token.clone(),
             allow_internet_access: self.allow_internet_access,
-            domain: s.domain.clone(),
+            domain: Some(s.domain.clone()),
             network: self
                 .traffic_token
                 .is_some()

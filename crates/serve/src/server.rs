@@ -42,8 +42,9 @@ pub struct ServeConfig {
     pub metrics_interval: Duration,
     /// The domain create and connect answer, from which the SDKs build a sandbox's host names
     /// (`get_host(port)` = `<port>-<id>.<domain>`; the edge routes such a `Host`). Default:
-    /// `localhost:<edge port>` when the edge listens on a loopback address (`*.localhost`
-    /// names reach this machine), none otherwise (the SDKs then fall back to `E2B_DOMAIN`).
+    /// `localhost:<edge port>` (`*.localhost` names reach this machine); clients on other
+    /// machines need a name of their own here, such as a wildcard DNS name. Never none: the
+    /// SDKs would then fall back to `E2B_DOMAIN` and name E2B's cloud.
     pub domain: Option<String>,
 }
 
@@ -121,12 +122,12 @@ impl Serve {
         };
         let api_local = api_listener.local_addr()?;
         let edge_local = edge_listener.local_addr()?;
-        let domain = config.domain.clone().or_else(|| {
-            edge_local
-                .ip()
-                .is_loopback()
-                .then(|| format!("localhost:{}", edge_local.port()))
-        });
+        // Without a domain the SDKs would name E2B's cloud; a `localhost` name at worst fails
+        // on a client on another machine, which then needs --domain.
+        let domain = config
+            .domain
+            .clone()
+            .unwrap_or_else(|| format!("localhost:{}", edge_local.port()));
         let (memory_mb, disk_size_mb) = host_resources(&state_dir);
         let settings = Settings {
             host: Resources {
@@ -263,8 +264,8 @@ impl ServeHandle {
     }
 
     /// The domain create and connect answer (see [`ServeConfig::domain`]).
-    pub fn domain(&self) -> Option<&str> {
-        self.registry.settings.domain.as_deref()
+    pub fn domain(&self) -> &str {
+        &self.registry.settings.domain
     }
 
     /// The API key.

@@ -28,7 +28,7 @@ async fn create_info_timeout_connect_kill() {
     // (`get_host`) and, without E2B_SANDBOX_URL, envd's URL from it.
     let domain = format!("localhost:{}", env.serve.edge_addr().port());
     assert_eq!(sbx["domain"], domain.as_str(), "{sbx}");
-    assert_eq!(env.serve.domain(), Some(domain.as_str()));
+    assert_eq!(env.serve.domain(), domain);
     let version = sbx["envdVersion"].as_str().unwrap();
     assert!(semver_at_least(version, (0, 6, 4)), "{version}");
 
@@ -130,6 +130,17 @@ async fn a_configured_domain_is_what_sandboxes_answer() {
     assert_eq!(body["domain"], "sandboxes.example.test:8443", "{body}");
     let (_, info) = env.get(&format!("/sandboxes/{id}")).await;
     assert_eq!(info["domain"], "sandboxes.example.test:8443", "{info}");
+    env.serve.shutdown().await;
+
+    // Listening on every address, the default is still this machine's `localhost` (never
+    // none, which the SDKs would turn into E2B's cloud).
+    let env = start_with(|mut c| {
+        c.bind = std::net::Ipv4Addr::UNSPECIFIED.into();
+        c
+    })
+    .await;
+    let port = env.serve.edge_addr().port();
+    assert_eq!(env.serve.domain(), format!("localhost:{port}"));
     env.serve.shutdown().await;
 
     for bad in ["", "https://x.test", "x.test/path", "a b", ".x.test"] {
