@@ -209,7 +209,7 @@ def test_get_host_reaches_a_server_in_the_sandbox():
         assert sbx.kill() is True
 
 
-def test_private_ports_and_auto_resume():
+def test_private_ports_and_auto_resume(validate_api_responses):
     """`network={"allow_public_traffic": False}`: the sandbox's ports answer only requests that
     carry `sandbox.traffic_access_token` (403 otherwise, as E2B's proxy). `lifecycle` with
     `auto_resume`: traffic for the paused sandbox resumes it."""
@@ -240,7 +240,7 @@ def test_private_ports_and_auto_resume():
         sbx.kill()
 
 
-def test_what_cannot_be_held_is_refused():
+def test_what_cannot_be_held_is_refused(validate_api_responses):
     """Egress rules e2b serve cannot enforce are refused with the reason, never dropped: the
     caller must not get an open sandbox it believes restricted."""
     tag = uuid.uuid4().hex
