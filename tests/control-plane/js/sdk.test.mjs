@@ -77,3 +77,31 @@ test('set timeout expires the sandbox', async () => {
   }
   assert.equal(running, false)
 })
+
+test('private ports, auto-resume, and options e2b serve cannot hold', async () => {
+  const sbx = await Sandbox.create({
+    timeoutMs: 60_000,
+    network: { allowPublicTraffic: false },
+    lifecycle: { onTimeout: 'pause', autoResume: true },
+  })
+  try {
+    assert.equal(sbx.trafficAccessToken?.length, 64)
+    const info = await sbx.getInfo()
+    assert.equal(info.network?.allowPublicTraffic, false)
+    assert.equal(info.lifecycle?.autoResume, true)
+    // A user port without the token: 403 from the edge, before anything is connected.
+    const res = await fetch(`${process.env.E2B_SANDBOX_URL}/`, {
+      headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '8080' },
+    })
+    assert.equal(res.status, 403)
+    assert.equal(await sbx.pause(), true)
+    assert.equal((await sbx.commands.run('echo woke')).stdout, 'woke\n')
+    assert.equal((await sbx.getInfo()).state, 'running')
+  } finally {
+    await sbx.kill()
+  }
+  await assert.rejects(
+    Sandbox.create({ network: { allowOut: ['example.com'] } }),
+    /network\.allowOut/,
+  )
+})
