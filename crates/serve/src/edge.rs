@@ -194,6 +194,15 @@ impl Edge {
             req.headers_mut().remove(SANDBOX_PORT);
         }
         req.headers_mut().remove(header::HOST);
+        // `network.maskRequestHost`: the Host the sandbox's server sees (else its address).
+        let masked = user_port
+            .then(|| self.registry.get(&id))
+            .flatten()
+            .and_then(|s| s.masked_host(addr.port()))
+            .and_then(|h| HeaderValue::from_str(&h).ok());
+        if let Some(h) = &masked {
+            req.headers_mut().insert(header::HOST, h.clone());
+        }
         if !h2 {
             *req.version_mut() = http::Version::HTTP_11;
         }
@@ -207,7 +216,9 @@ impl Edge {
             if let Ok(u) = path.parse::<http::Uri>() {
                 *req.uri_mut() = u;
             }
-            if let Ok(h) = HeaderValue::from_str(&addr.to_string()) {
+            if masked.is_none()
+                && let Ok(h) = HeaderValue::from_str(&addr.to_string())
+            {
                 req.headers_mut().insert(header::HOST, h);
             }
             match self.netns_request(pid, addr, req).await {

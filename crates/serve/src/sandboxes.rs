@@ -31,6 +31,8 @@ const MAX_SAMPLES: usize = 720;
 const MAX_LOGS: usize = 1000;
 /// `network.denyOut` entry for all egress.
 const ALL_TRAFFIC: &str = "0.0.0.0/0";
+/// Where `network.maskRequestHost` puts the port.
+const PORT_PLACEHOLDER: &str = "${PORT}";
 
 /// What a `/files` URL signature covers, and the signature.
 pub(crate) struct SignedUrl<'a> {
@@ -153,6 +155,9 @@ pub(crate) struct Sandbox {
     /// Required in `e2b-traffic-access-token` on the sandbox's user ports
     /// (`network.allowPublicTraffic: false`).
     traffic_token: Option<String>,
+    /// The `Host` the sandbox's user-port servers see (`network.maskRequestHost`, `${PORT}`
+    /// replaced by the port).
+    mask_host: Option<String>,
     pub(crate) envd_version: String,
     pub(crate) envd_addr: SocketAddr,
     /// Its size, as reported.
@@ -230,13 +235,13 @@ impl Sandbox {
             envd_access_token: self.token.clone(),
             allow_internet_access: self.allow_internet_access,
             domain: Some(s.domain.clone()),
-            network: self
-                .traffic_token
-                .is_some()
-                .then(|| wire::SandboxNetworkConfig {
-                    allow_public_traffic: Some(false),
+            network: (self.traffic_token.is_some() || self.mask_host.is_some()).then(|| {
+                wire::SandboxNetworkConfig {
+                    allow_public_traffic: self.traffic_token.is_some().then_some(false),
+                    mask_request_host: self.mask_host.clone(),
                     ..Default::default()
-                }),
+                }
+            }),
             lifecycle: Some(wire::SandboxLifecycle {
                 auto_resume: self.auto_resume,
                 on_timeout: if self.auto_pause {
@@ -344,6 +349,14 @@ impl Sandbox {
             i.samples.pop_front();
         }
         i.samples.push_back((at, metric));
+    }
+
+    /// The `Host` a request to user port `port` carries to the sandbox's server, when the
+    /// sandbox masks it (`network.maskRequestHost`).
+    pub(crate) fn masked_host(&self, port: u16) -> Option<String> {
+        self.mask_host
+            .as_ref()
+            .map(|m| m.replace(PORT_PLACEHOLDER, &port.to_string()))
     }
 
     /// Whether a request to the sandbox's user ports carrying `token` (the
@@ -558,6 +571,11 @@ impl Registry {
                 .as_ref()
                 .is_some_and(|n| n.allow_public_traffic == Some(false))
                 .then(|| util::random_hex(32)),
+            mask_host: req
+                .network
+                .as_ref()
+                .and_then(|n| n.mask_request_host.clone())
+                .filter(|h| !h.is_empty()),
             envd_version: version,
             envd_addr: instance.envd_addr(),
             resources: self.settings.host.within(instance.limits()),
@@ -630,8 +648,13 @@ impl Registry {
             if n.rules.as_ref().is_some_and(|r| !r.is_empty()) {
                 return refuse("network.rules", "has no egress proxy to apply rules");
             }
-            if n.mask_request_host.as_ref().is_some_and(|h| !h.is_empty()) {
-                return refuse("network.maskRequestHost", "does not rewrite Host headers");
+            if let Some(h) = n.mask_request_host.as_deref().filter(|h| !h.is_empty())
+                && http::HeaderValue::from_str(&h.replace(PORT_PLACEHOLDER, "65535")).is_err()
+            {
+                return Err(Failure::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("network.maskRequestHost {h:?} is not a valid Host header"),
+                ));
             }
         }
         if !allow && !self.runtime.isolates_network() {

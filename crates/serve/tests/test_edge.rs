@@ -437,3 +437,65 @@ async fn private_ports_need_the_traffic_access_token() {
     assert!(b["trafficAccessToken"].is_null(), "{b}");
     env.serve.shutdown().await;
 }
+
+/// `network.maskRequestHost`: the sandbox's server sees that `Host` (`${PORT}` replaced by the
+/// port), as behind E2B's proxy; without it, the address the edge connects to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_masked_host_is_what_the_server_sees() {
+    let env = start().await;
+    let masked = env
+        .create(json!({"network": {"maskRequestHost": "localhost:${PORT}"}}))
+        .await;
+    let (_, info) = env.get(&format!("/sandboxes/{}", id(&masked))).await;
+    assert_eq!(
+        info["network"]["maskRequestHost"], "localhost:${PORT}",
+        "{info}"
+    );
+    let plain = env.create(json!({})).await;
+    let echo_host = "import http.server as h, sys\n\
+        class H(h.BaseHTTPRequestHandler):\n\
+        \x20   def do_GET(self):\n\
+        \x20       b = self.headers.get('Host', '').encode()\n\
+        \x20       self.send_response(200)\n\
+        \x20       self.send_header('Content-Length', str(len(b)))\n\
+        \x20       self.end_headers()\n\
+        \x20       self.wfile.write(b)\n\
+        h.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n";
+    let mut servers = Vec::new();
+    let mut ports = Vec::new();
+    for sbx in [&masked, &plain] {
+        let port = free_port();
+        let cmds = env.commands(sbx, e2b_commands::Transport::Grpc);
+        let script = format!("/tmp/e2b-serve-echo-host-{}.py", id(sbx));
+        cmds.run(
+            format!("cat > {script} <<'EOF'\n{echo_host}EOF"),
+            e2b_commands::CommandOptions::new(),
+        )
+        .await
+        .unwrap();
+        servers.push(
+            cmds.start_streaming(
+                e2b_commands::CommandLine::shell(format!("exec python3 {script} {port}")),
+                e2b_commands::CommandOptions::new().retain_output(false),
+            )
+            .await
+            .unwrap(),
+        );
+        ports.push((port, script));
+    }
+    let (port, _) = &ports[0];
+    let seen = env
+        .fetch_port_page(&format!("{port}-{}.localhost", id(&masked)), "/")
+        .await;
+    assert_eq!(seen, format!("localhost:{port}"));
+    let (port, _) = &ports[1];
+    let seen = env
+        .fetch_port_page(&format!("{port}-{}.localhost", id(&plain)), "/")
+        .await;
+    assert_eq!(seen, format!("127.0.0.1:{port}"));
+    for (_, script) in &ports {
+        let _ = std::fs::remove_file(script);
+    }
+    drop(servers);
+    env.serve.shutdown().await;
+}

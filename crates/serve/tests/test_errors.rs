@@ -272,8 +272,8 @@ async fn create_options_that_cannot_be_held_are_refused() {
             "network.rules",
         ),
         (
-            json!({"network": {"maskRequestHost": "localhost:${PORT}"}}),
-            "network.maskRequestHost",
+            json!({"network": {"maskRequestHost": "bad\nhost"}}),
+            "is not a valid Host header",
         ),
         (
             json!({"volumeMounts": [{"name": "data", "path": "/data"}]}),
