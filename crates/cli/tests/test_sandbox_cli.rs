@@ -39,19 +39,7 @@ impl Serve {
         let state =
             std::env::temp_dir().join(format!("e2b-cli-test-serve-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&state).unwrap();
-        let mut child = Command::new(program)
-            .args([
-                "serve",
-                "--api-port",
-                "0",
-                "--edge-port",
-                "0",
-                "--api-key",
-                KEY,
-            ])
-            .args(extra)
-            .arg("--state-dir")
-            .arg(&state)
+        let mut child = serve_command(program, extra, &state)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -120,6 +108,24 @@ impl Serve {
             .output()
             .expect("run e2b")
     }
+}
+
+/// `program serve` on ephemeral ports with the test key, `extra` flags and state in `state`.
+fn serve_command(program: &Path, extra: &[&str], state: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.args([
+        "serve",
+        "--api-port",
+        "0",
+        "--edge-port",
+        "0",
+        "--api-key",
+        KEY,
+    ])
+    .args(extra)
+    .arg("--state-dir")
+    .arg(state);
+    cmd
 }
 
 impl Drop for Serve {
@@ -519,19 +525,7 @@ fn without_its_sandbox_envd_beside_it_e2b_serve_runs_itself() {
 /// `e2b serve <extra>`, which must refuse to start: its stderr.
 fn serve_refused(extra: &[&str]) -> String {
     let state = std::env::temp_dir().join(format!("e2b-cli-test-refused-{}", std::process::id()));
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--api-port",
-            "0",
-            "--edge-port",
-            "0",
-            "--api-key",
-            KEY,
-        ])
-        .args(extra)
-        .arg("--state-dir")
-        .arg(&state)
+    let mut child = serve_command(Path::new(BIN), extra, &state)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -278,6 +278,29 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// Starts `python3 -m http.server` on `port` in the sandbox of `cmds`, its `/index.html` being
+/// `text` and a newline; the handle keeps it running.
+async fn serve_page(
+    cmds: &e2b_commands::Commands,
+    port: u16,
+    text: &str,
+) -> e2b_commands::CommandHandle {
+    cmds.run(
+        format!("mkdir -p site && echo {text} > site/index.html"),
+        e2b_commands::CommandOptions::new(),
+    )
+    .await
+    .unwrap();
+    cmds.start_streaming(
+        e2b_commands::CommandLine::shell(format!(
+            "exec python3 -m http.server {port} --bind 127.0.0.1 --directory site"
+        )),
+        e2b_commands::CommandOptions::new().retain_output(false),
+    )
+    .await
+    .unwrap()
+}
+
 /// User ports: `Host: <port>-<id>.<domain>` (as the SDKs' `get_host(port)`) and the
 /// `E2b-Sandbox-Port` header reach a server started inside the sandbox; `e2b serve`'s own
 /// ports and the sandboxes' envd ports are never reachable that way.
@@ -287,21 +310,7 @@ async fn user_ports_reach_a_server_in_the_sandbox() {
     let a = env.create(json!({})).await;
     let port = free_port();
     let cmds = env.commands(&a, e2b_commands::Transport::Grpc);
-    cmds.run(
-        "mkdir -p site && echo served-from-the-sandbox > site/index.html",
-        e2b_commands::CommandOptions::new(),
-    )
-    .await
-    .unwrap();
-    let _server = cmds
-        .start_streaming(
-            e2b_commands::CommandLine::shell(format!(
-                "exec python3 -m http.server {port} --bind 127.0.0.1 --directory site"
-            )),
-            e2b_commands::CommandOptions::new().retain_output(false),
-        )
-        .await
-        .unwrap();
+    let _server = serve_page(&cmds, port, "served-from-the-sandbox").await;
     let edge = env.serve.edge_url();
     let body = env
         .fetch_port_page(&format!("{port}-{}.localhost", id(&a)), "/index.html")
@@ -373,21 +382,7 @@ async fn private_ports_need_the_traffic_access_token() {
 
     let port = free_port();
     let cmds = env.commands(&a, e2b_commands::Transport::Grpc);
-    cmds.run(
-        "mkdir -p site && echo private > site/index.html",
-        e2b_commands::CommandOptions::new(),
-    )
-    .await
-    .unwrap();
-    let _server = cmds
-        .start_streaming(
-            e2b_commands::CommandLine::shell(format!(
-                "exec python3 -m http.server {port} --bind 127.0.0.1 --directory site"
-            )),
-            e2b_commands::CommandOptions::new().retain_output(false),
-        )
-        .await
-        .unwrap();
+    let _server = serve_page(&cmds, port, "private").await;
     let url = format!("{}/index.html", env.serve.edge_url());
     let host = format!("{port}-{}.localhost", id(&a));
     let get = |token: Option<&str>| {
