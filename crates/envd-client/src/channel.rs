@@ -61,36 +61,41 @@ struct H2Windows {
     connection: u32,
 }
 
-/// Windows to an envd on this machine (`e2b serve`, `e2b-envd`, a local port forward).
+/// Windows straight to an envd on this machine (`e2b-envd`, `Sandbox::local()`, a local port
+/// forward).
 ///
 /// 1 MiB, not more: the client hands a window back (WINDOW_UPDATE) once its output pump has
 /// taken the buffered data, so envd sends a window's worth and waits while the client works
 /// through it, and the command behind envd waits on its full pipe. With 4 MiB that rhythm was
-/// a 3.6 ms convoy with one core idle half of it; with 1 MiB a 1 GiB stream runs 20–30 %
-/// faster straight to envd and as fast through `e2b serve`'s edge
-/// (`docs/bench-history/commands.md`, run 11), and one stream holds a quarter of the memory.
+/// a 3.6 ms convoy with one core idle half of it on one machine; with 1 MiB a 1 GiB stream ran
+/// 20–30 % faster there, and one stream holds a quarter of the memory
+/// (`docs/bench-history/commands.md`, runs 11 and 12).
 const LOOPBACK_WINDOWS: H2Windows = H2Windows {
     stream: 1 << 20,
     connection: 4 << 20,
 };
 
-/// Windows over a network (E2B's cloud): a window caps one stream at window / round trip, so
-/// 4 MiB keeps 80 MiB/s at 50 ms.
+/// Windows over a network (E2B's cloud) or through a proxy that routes by sandbox id (E2B's
+/// edge, `e2b serve`'s edge): a window caps one stream at window / round trip, so 4 MiB keeps
+/// 80 MiB/s at 50 ms; and through a relay on this machine each WINDOW_UPDATE takes two more
+/// hops, so 1 MiB left envd idle (`e2b serve`'s edge carried 0.61–0.82 of the direct stream
+/// with 1 MiB, 0.87–1.00 with 4 MiB: `docs/benchmarks.md`).
 const NETWORK_WINDOWS: H2Windows = H2Windows {
     stream: 4 << 20,
     connection: 16 << 20,
 };
 
 /// The windows for `uri`: the loopback ones when its host is `localhost` or a loopback
-/// address (nothing is in flight on the wire there), the network ones otherwise.
-fn h2_windows(uri: &http::Uri) -> H2Windows {
+/// address and no proxy sits between (`routed`: the endpoint names a sandbox id, which only a
+/// proxy reads), the network ones otherwise.
+fn h2_windows(uri: &http::Uri, routed: bool) -> H2Windows {
     let host = uri.host().unwrap_or_default();
     let ip = host.trim_start_matches('[').trim_end_matches(']');
     let loopback = host.eq_ignore_ascii_case("localhost")
         || ip
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback());
-    if loopback {
+    if loopback && !routed {
         LOOPBACK_WINDOWS
     } else {
         NETWORK_WINDOWS
@@ -132,7 +137,7 @@ pub(crate) fn h2c(endpoint: &EnvdEndpoint) -> Result<EnvdChannel, EnvdError> {
             endpoint.url
         )));
     }
-    let windows = h2_windows(&uri);
+    let windows = h2_windows(&uri, endpoint.sandbox_id.is_some());
     let channel = tonic::transport::Endpoint::from(uri)
         .connect_timeout(endpoint.connect_timeout)
         .tcp_nodelay(true)
@@ -221,7 +226,7 @@ mod tests {
     use super::*;
 
     fn windows(url: &str) -> H2Windows {
-        h2_windows(&url.parse().unwrap_or_else(|e| panic!("{url}: {e}")))
+        h2_windows(&url.parse().unwrap_or_else(|e| panic!("{url}: {e}")), false)
     }
 
     #[test]
@@ -243,6 +248,15 @@ mod tests {
             "http://0.0.0.0:49983",
         ] {
             assert_eq!(windows(url), NETWORK_WINDOWS, "{url}");
+        }
+    }
+
+    #[test]
+    fn a_loopback_proxy_that_routes_by_sandbox_id_gets_the_network_windows() {
+        for url in ["http://127.0.0.1:49983", "http://localhost:49983"] {
+            let uri = url.parse().unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert_eq!(h2_windows(&uri, true), NETWORK_WINDOWS, "{url}");
+            assert_eq!(h2_windows(&uri, false), LOOPBACK_WINDOWS, "{url}");
         }
     }
 }
