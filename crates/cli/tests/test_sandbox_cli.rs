@@ -19,6 +19,8 @@ struct Serve {
     state: PathBuf,
     api_url: String,
     edge_url: String,
+    /// The API key it printed (`export E2B_API_KEY=…`).
+    api_key: String,
     /// What it printed before its URLs (the banner).
     banner: String,
     /// What it printed on stderr so far.
@@ -36,10 +38,16 @@ impl Serve {
 
     /// `program serve …` (`program` an `e2b` binary) on ephemeral ports.
     fn start_program(program: &Path, name: &str, extra: &[&str]) -> Serve {
-        let state =
-            std::env::temp_dir().join(format!("e2b-cli-test-serve-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&state).unwrap();
-        let mut child = serve_command(program, extra, &state)
+        let state = state_dir(name);
+        let mut cmd = serve_command(program, &["--api-key", KEY], &state);
+        cmd.args(extra);
+        Self::start_command(cmd, state)
+    }
+
+    /// `cmd` (an `e2b serve` command line keeping its sandboxes in `state`), until it has
+    /// printed its URLs and key.
+    fn start_command(mut cmd: Command, state: PathBuf) -> Serve {
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -56,13 +64,16 @@ impl Serve {
             }
         });
         let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let (mut api_url, mut edge_url, mut banner) = (None, None, String::new());
-        while api_url.is_none() || edge_url.is_none() {
+        let (mut api_url, mut edge_url, mut api_key, mut banner) =
+            (None, None, None, String::new());
+        while api_url.is_none() || edge_url.is_none() || api_key.is_none() {
             let line = lines.next().expect("e2b serve printed its URLs").unwrap();
             if let Some(u) = line.strip_prefix("export E2B_API_URL=") {
                 api_url = Some(u.to_owned());
             } else if let Some(u) = line.strip_prefix("export E2B_SANDBOX_URL=") {
                 edge_url = Some(u.to_owned());
+            } else if let Some(k) = line.strip_prefix("export E2B_API_KEY=") {
+                api_key = Some(k.to_owned());
             } else {
                 banner.push_str(&line);
                 banner.push('\n');
@@ -74,6 +85,7 @@ impl Serve {
             state,
             api_url: api_url.unwrap(),
             edge_url: edge_url.unwrap(),
+            api_key: api_key.unwrap(),
             banner,
             stderr,
         }
@@ -110,21 +122,23 @@ impl Serve {
     }
 }
 
-/// `program serve` on ephemeral ports with the test key, `extra` flags and state in `state`.
+/// A fresh directory for one test's `e2b serve` state.
+fn state_dir(name: &str) -> PathBuf {
+    let state =
+        std::env::temp_dir().join(format!("e2b-cli-test-serve-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&state).unwrap();
+    state
+}
+
+/// `program serve` on ephemeral ports with `extra` flags and state in `state`, and no
+/// `E2B_API_KEY` from the test's environment.
 fn serve_command(program: &Path, extra: &[&str], state: &Path) -> Command {
     let mut cmd = Command::new(program);
-    cmd.args([
-        "serve",
-        "--api-port",
-        "0",
-        "--edge-port",
-        "0",
-        "--api-key",
-        KEY,
-    ])
-    .args(extra)
-    .arg("--state-dir")
-    .arg(state);
+    cmd.args(["serve", "--api-port", "0", "--edge-port", "0"])
+        .args(extra)
+        .arg("--state-dir")
+        .arg(state)
+        .env_remove("E2B_API_KEY");
     cmd
 }
 
@@ -238,6 +252,89 @@ fn sandbox_commands_run_and_files_against_e2b_serve() {
     assert!(stderr(&gone).contains("wasn't found"), "{}", stderr(&gone));
     let none = ok(&serve.e2b(&["sandbox", "list", "-m", &meta]));
     assert!(none.contains("No sandboxes found"), "{none}");
+}
+
+/// Without `--api-key` or `E2B_API_KEY`, `e2b serve` generates a key, prints it, keeps it
+/// owner-only under `$XDG_CONFIG_HOME/e2b` and takes it again at the next start; `E2B_API_KEY` in
+/// its environment is the key instead; a stored key other accounts could read is refused.
+#[test]
+fn serve_generates_stores_and_reuses_its_key_or_takes_e2b_api_key() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+
+    let config = state_dir("key-config");
+    let path = config.join("e2b").join("serve-api-key");
+    let start = |name: &str, env_key: Option<&str>| {
+        let state = state_dir(name);
+        let mut cmd = serve_command(Path::new(BIN), &[], &state);
+        cmd.env("XDG_CONFIG_HOME", &config);
+        if let Some(k) = env_key {
+            cmd.env("E2B_API_KEY", k);
+        }
+        Serve::start_command(cmd, state)
+    };
+
+    let first = start("key-1", None);
+    let key = first.api_key.clone();
+    assert!(
+        first.banner.contains(&format!(
+            "API key generated, stored in {} (mode 0600)",
+            path.display()
+        )),
+        "{}",
+        first.banner
+    );
+    assert!(key.starts_with("e2b_") && key.len() == 44, "{key}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), key);
+    assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(path.parent().unwrap()).unwrap().mode() & 0o777,
+        0o700
+    );
+    ok(&first.e2b_with_key(&key, &["sandbox", "list"]));
+    let out = first.e2b(&["sandbox", "list"]);
+    assert!(stderr(&out).contains("401"), "{}", stderr(&out));
+    drop(first);
+
+    let second = start("key-2", None);
+    assert_eq!(second.api_key, key, "the stored key is used again");
+    assert!(
+        second.banner.contains("API key read from"),
+        "{}",
+        second.banner
+    );
+    ok(&second.e2b_with_key(&key, &["sandbox", "list"]));
+    drop(second);
+
+    let from_env = start("key-3", Some(KEY));
+    assert_eq!(from_env.api_key, KEY);
+    assert!(
+        from_env
+            .banner
+            .contains("API key from --api-key / E2B_API_KEY"),
+        "{}",
+        from_env.banner
+    );
+    ok(&from_env.e2b(&["sandbox", "list"]));
+    let out = from_env.e2b_with_key(&key, &["sandbox", "list"]);
+    assert!(stderr(&out).contains("401"), "{}", stderr(&out));
+    drop(from_env);
+
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let state = state_dir("key-4");
+    let out = serve_command(Path::new(BIN), &[], &state)
+        .env("XDG_CONFIG_HOME", &config)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("mode 0644"), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap().trim(),
+        key,
+        "not replaced"
+    );
+    let _ = std::fs::remove_dir_all(&state);
+    let _ = std::fs::remove_dir_all(&config);
 }
 
 #[test]
@@ -525,7 +622,8 @@ fn without_its_sandbox_envd_beside_it_e2b_serve_runs_itself() {
 /// `e2b serve <extra>`, which must refuse to start: its stderr.
 fn serve_refused(extra: &[&str]) -> String {
     let state = std::env::temp_dir().join(format!("e2b-cli-test-refused-{}", std::process::id()));
-    let mut child = serve_command(Path::new(BIN), extra, &state)
+    let mut child = serve_command(Path::new(BIN), &["--api-key", KEY], &state)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -73,6 +73,9 @@ pub enum Internal {
     Envd(e2b_envd::EnvdArgs),
 }
 
+/// The most a key file may hold (a key is 44 bytes).
+const MAX_KEY_FILE: u64 = 4096;
+
 fn default_key_file() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CONFIG_HOME")
         .filter(|v| !v.is_empty())
@@ -84,32 +87,116 @@ fn default_key_file() -> Option<PathBuf> {
 /// Reads the key stored at `path`, or generates `e2b_<40 hex>` and stores it there (directory
 /// 0700, file 0600). Returns the key and whether it was generated.
 ///
+/// A stored key is used only from a regular file of this user that no other account can read
+/// or write (as ssh treats a private key): a key others could read is no secret, so such a file
+/// is refused with the fix rather than used or silently replaced. A new key is written to a
+/// temporary file and linked into place, so two servers starting at once agree on one key and
+/// none ever reads half a key.
+///
 /// # Errors
 ///
-/// [`ServeError::Io`] when the file cannot be read or written.
+/// [`ServeError::Config`] for a key file that is not a regular file of this user with mode
+/// 0600 (or stricter); [`ServeError::Io`] when the file cannot be read or written.
 pub fn load_or_create_key(path: &std::path::Path) -> Result<(String, bool), ServeError> {
     use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
-    if let Ok(text) = std::fs::read_to_string(path) {
-        let key = text.trim().to_string();
-        if !key.is_empty() {
+    for _ in 0..3 {
+        if let Some(key) = stored_key(path)? {
             return Ok((key, false));
         }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+        }
+        let key = format!("e2b_{}", crate::util::random_hex(20));
+        let tmp = path.with_file_name(format!(
+            ".{}.{}.tmp",
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            crate::util::random_hex(8)
+        ));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| {
+                writeln!(f, "{key}")?;
+                f.sync_all()
+            })
+            .and_then(|()| std::fs::hard_link(&tmp, path));
+        let _ = std::fs::remove_file(&tmp);
+        match written {
+            Ok(()) => return Ok((key, true)),
+            // Another server stored its key first (or an empty file is in the way): read again.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e.into()),
+        }
     }
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
+    Err(ServeError::Config(format!(
+        "the API key file {} keeps changing: stop the other process writing it, or pass --api-key",
+        path.display()
+    )))
+}
+
+/// The key in `path` when it holds one; `None` when there is no file or an empty one (which
+/// is removed, so that a new key can take its place).
+fn stored_key(path: &std::path::Path) -> Result<Option<String>, ServeError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let shown = path.display();
+    if !meta.file_type().is_file() {
+        return Err(ServeError::Config(format!(
+            "the API key file {shown} is not a regular file (a symlink or a directory): remove it \
+             (a new key is generated) or pass --key-file PATH or --api-key"
+        )));
     }
-    let key = format!("e2b_{}", crate::util::random_hex(20));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    writeln!(f, "{key}")?;
-    Ok((key, true))
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(ServeError::Config(format!(
+            "the API key file {shown} belongs to uid {}, not to this user (uid {me}): another \
+             account may know or replace the key; remove it (a new key is generated) or pass \
+             --key-file PATH or --api-key",
+            meta.uid()
+        )));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(ServeError::Config(format!(
+            "the API key file {shown} has mode {mode:04o}: other accounts on this machine can \
+             read or change it, so the key may be known; remove it (a new key is generated) or, \
+             if only you could ever read it, chmod 600 it"
+        )));
+    }
+    if meta.len() > MAX_KEY_FILE {
+        return Err(ServeError::Config(format!(
+            "the API key file {shown} holds {} bytes, not one key: remove it (a new key is \
+             generated) or pass --key-file PATH or --api-key",
+            meta.len()
+        )));
+    }
+    let key = std::fs::read_to_string(path)?.trim().to_string();
+    if !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ServeError::Config(format!(
+            "the API key file {shown} holds something other than one key (spaces, control or \
+             non-ASCII characters, which no X-API-Key header carries): remove it (a new key is \
+             generated) or pass --api-key"
+        )));
+    }
+    if key.is_empty() {
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(key))
 }
 
 /// Runs `e2b serve` (or one of its internal modes) until SIGINT or SIGTERM, then kills every
@@ -251,4 +338,130 @@ pub async fn run_cli_with(
     );
     handle.shutdown().await;
     Ok(0)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("e2b-serve-key-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn refused(path: &std::path::Path) -> String {
+        match load_or_create_key(path) {
+            Err(ServeError::Config(m)) => m,
+            other => panic!("expected a refusal for {}, got {other:?}", path.display()),
+        }
+    }
+
+    #[test]
+    fn a_generated_key_is_stored_owner_only_and_read_back() {
+        let d = dir("fresh");
+        let path = d.join("e2b").join("serve-api-key");
+        let (key, fresh) = load_or_create_key(&path).unwrap();
+        assert!(fresh);
+        assert!(key.starts_with("e2b_") && key.len() == 44, "{key}");
+        assert!(key[4..].bytes().all(|b| b.is_ascii_hexdigit()), "{key}");
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(path.parent().unwrap()).unwrap().mode() & 0o777,
+            0o700
+        );
+        assert_eq!(load_or_create_key(&path).unwrap(), (key, false));
+        // No temporary file is left beside it.
+        assert_eq!(
+            std::fs::read_dir(path.parent().unwrap()).unwrap().count(),
+            1
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn servers_starting_at_once_agree_on_one_key() {
+        let d = dir("race");
+        let path = d.join("serve-api-key");
+        let keys: Vec<(String, bool)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| load_or_create_key(&path).unwrap()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(keys.iter().all(|(k, _)| *k == keys[0].0), "{keys:?}");
+        assert_eq!(
+            keys.iter().filter(|(_, fresh)| *fresh).count(),
+            1,
+            "{keys:?}"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_empty_key_file_is_replaced_by_a_new_key() {
+        let d = dir("empty");
+        std::fs::create_dir_all(&d).unwrap();
+        let path = d.join("serve-api-key");
+        std::fs::write(&path, "\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let (key, fresh) = load_or_create_key(&path).unwrap();
+        assert!(fresh && key.starts_with("e2b_"));
+        assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), key);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn key_files_others_could_read_or_swap_are_refused() {
+        let d = dir("hostile");
+        std::fs::create_dir_all(&d).unwrap();
+        let loose = d.join("loose");
+        std::fs::write(&loose, "e2b_known\n").unwrap();
+        std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let m = refused(&loose);
+        assert!(m.contains("mode 0644") && m.contains("chmod 600"), "{m}");
+        // Refused, not replaced: the file is as it was.
+        assert_eq!(std::fs::read_to_string(&loose).unwrap(), "e2b_known\n");
+
+        let target = d.join("target");
+        std::fs::write(&target, "e2b_elsewhere\n").unwrap();
+        let link = d.join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(refused(&link).contains("not a regular file"));
+        std::fs::create_dir(d.join("a-dir")).unwrap();
+        assert!(refused(&d.join("a-dir")).contains("not a regular file"));
+
+        let garbage = d.join("garbage");
+        std::fs::write(&garbage, "two words\n").unwrap();
+        std::fs::set_permissions(&garbage, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(refused(&garbage).contains("other than one key"));
+        let huge = d.join("huge");
+        std::fs::write(&huge, vec![b'a'; 8192]).unwrap();
+        std::fs::set_permissions(&huge, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(refused(&huge).contains("8192 bytes"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_key_file_of_another_account_is_refused() {
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(
+            unsafe { libc::geteuid() },
+            0,
+            "missing: root, to give the key file to another account (chown)"
+        );
+        let d = dir("owner");
+        std::fs::create_dir_all(&d).unwrap();
+        let path = d.join("serve-api-key");
+        std::fs::write(&path, "e2b_theirs\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+        let m = refused(&path);
+        assert!(m.contains("belongs to uid 65534"), "{m}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }
