@@ -42,17 +42,20 @@ pub enum Command {
 }
 
 /// Which sandbox to use: the embedded local one, or an envd at a URL.
+///
+/// Global where a command has subcommands (`e2b files put --sandbox-id ID …` and
+/// `e2b files --sandbox-id ID put …` alike).
 #[derive(Debug, Clone, clap::Args)]
 pub struct SandboxArgs {
     /// envd URL of the sandbox (default: start the embedded local sandbox).
-    #[arg(long, value_name = "URL", env = "E2B_SANDBOX_URL")]
+    #[arg(long, value_name = "URL", env = "E2B_SANDBOX_URL", global = true)]
     pub sandbox: Option<String>,
     /// Access token of the envd at --sandbox.
-    #[arg(long, env = "E2B_ACCESS_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "E2B_ACCESS_TOKEN", hide_env_values = true, global = true)]
     pub access_token: Option<String>,
     /// Work in this existing sandbox of E2B's API (cloud or `e2b serve`; E2B_API_KEY,
     /// E2B_API_URL); it is resumed if paused and keeps running afterwards.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", global = true)]
     pub sandbox_id: Option<String>,
     /// The local sandbox's isolation.
     #[command(flatten)]

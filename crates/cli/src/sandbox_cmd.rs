@@ -149,6 +149,9 @@ pub enum SandboxCmd {
         /// With --all: metadata `key=value` filters.
         #[arg(short = 'm', long, value_name = "KEY=VALUE")]
         metadata: Vec<String>,
+        /// Output format: JSON is one `{"sandboxID", "killed"}` per sandbox.
+        #[command(flatten)]
+        format: FormatArgs,
     },
     /// Set a sandbox to expire SECONDS from now (may shorten it; 0 expires it now).
     Timeout {
@@ -156,12 +159,18 @@ pub enum SandboxCmd {
         id: String,
         /// Seconds from now.
         seconds: u64,
+        /// Output format: JSON is `{"sandboxID", "timeout"}`.
+        #[command(flatten)]
+        format: FormatArgs,
     },
     /// Pause a sandbox (every process freezes).
     #[command(visible_alias = "ps")]
     Pause {
         /// The sandbox id.
         id: String,
+        /// Output format: JSON is `{"sandboxID", "paused"}` (`paused` false: it already was).
+        #[command(flatten)]
+        format: FormatArgs,
     },
     /// Resume a paused sandbox.
     #[command(visible_alias = "rs")]
@@ -171,6 +180,9 @@ pub enum SandboxCmd {
         /// Its time to live from now, in seconds (only ever extended).
         #[arg(long, value_name = "SECONDS", default_value_t = 300)]
         timeout: u64,
+        /// Output format: JSON is the API's sandbox and `resumed` (false: it was running).
+        #[command(flatten)]
+        format: FormatArgs,
     },
     /// Connect to a sandbox (resuming it if paused, extending its timeout) and print how to
     /// reach its envd, e.g. for `e2b run --sandbox-id`.
@@ -488,7 +500,9 @@ pub async fn sandbox(args: SandboxCommandArgs) -> Result<i32, CloudCliError> {
             all,
             state,
             metadata,
+            format,
         } => {
+            let json = format.json()?;
             let ids = if all {
                 if !ids.is_empty() {
                     return Err(CloudCliError::Usage(
@@ -504,6 +518,9 @@ pub async fn sandbox(args: SandboxCommandArgs) -> Result<i32, CloudCliError> {
                 }
                 let found = api.list(q).collect(None).await?;
                 if found.is_empty() {
+                    if json {
+                        return print_json(&json!([])).map(|()| 0);
+                    }
                     println!("No {state} sandboxes");
                     return Ok(0);
                 }
@@ -516,38 +533,70 @@ pub async fn sandbox(args: SandboxCommandArgs) -> Result<i32, CloudCliError> {
                 ids
             };
             let mut missing = 0;
-            let mut killed = 0;
+            let mut results = Vec::with_capacity(ids.len());
             for id in &ids {
-                if api.kill_sandbox(id).await? {
-                    killed += 1;
+                let killed = api.kill_sandbox(id).await?;
+                if !killed {
+                    missing += 1;
+                }
+                if json {
+                    results.push(json!({ "sandboxID": id, "killed": killed }));
+                } else if killed {
                     println!("Sandbox {id} has been killed");
                 } else {
-                    missing += 1;
                     eprintln!("Sandbox {id} wasn't found");
                 }
             }
-            if all {
-                println!("Killed {killed} {state} sandboxes");
+            if json {
+                print_json(&results)?;
+            } else if all {
+                println!("Killed {} {state} sandboxes", ids.len() - missing);
             }
             Ok(i32::from(missing > 0))
         }
-        SandboxCmd::Timeout { id, seconds } => {
+        SandboxCmd::Timeout {
+            id,
+            seconds,
+            format,
+        } => {
+            let json = format.json()?;
             api.set_timeout(&id, Duration::from_secs(seconds)).await?;
+            if json {
+                return print_json(&json!({ "sandboxID": id, "timeout": seconds })).map(|()| 0);
+            }
             println!("Sandbox {id} now expires in {seconds} s");
             Ok(0)
         }
-        SandboxCmd::Pause { id } => {
-            if api.pause_sandbox(&id, true).await? {
+        SandboxCmd::Pause { id, format } => {
+            let json = format.json()?;
+            let paused = api.pause_sandbox(&id, true).await?;
+            if json {
+                return print_json(&json!({ "sandboxID": id, "paused": paused })).map(|()| 0);
+            }
+            if paused {
                 println!("Sandbox {id} has been paused");
             } else {
                 println!("Sandbox {id} is already paused");
             }
             Ok(0)
         }
-        SandboxCmd::Resume { id, timeout } => {
+        SandboxCmd::Resume {
+            id,
+            timeout,
+            format,
+        } => {
+            let json = format.json()?;
             let c = api
                 .resume_sandbox(&id, Duration::from_secs(timeout))
                 .await?;
+            if json {
+                let mut out = serde_json::to_value(&c.sandbox)
+                    .map_err(|e| CloudCliError::Io(format!("cannot print JSON: {e}")))?;
+                if let Some(o) = out.as_object_mut() {
+                    o.insert("resumed".into(), json!(c.resumed));
+                }
+                return print_json(&out).map(|()| 0);
+            }
             if c.resumed {
                 println!("Sandbox {id} has been resumed");
             } else {

@@ -223,14 +223,15 @@ fn sandbox_commands_run_and_files_against_e2b_serve() {
     ]);
     ok(&put);
     assert!(stderr(&put).contains("300000 bytes in"), "{}", stderr(&put));
-    let ls = ok(&serve.e2b(&["files", "--sandbox-id", &id, "ls", "/tmp"]));
+    // `--sandbox-id` after the subcommand too.
+    let ls = ok(&serve.e2b(&["files", "ls", "--sandbox-id", &id, "/tmp"]));
     assert!(ls.contains(&format!("e2b-cli-test-{tag}.bin")), "{ls}");
     let back = dir.join("down.bin");
     let get = serve.e2b(&[
         "files",
+        "get",
         "--sandbox-id",
         &id,
-        "get",
         &remote,
         back.to_str().unwrap(),
     ]);
@@ -252,6 +253,47 @@ fn sandbox_commands_run_and_files_against_e2b_serve() {
     assert!(stderr(&gone).contains("wasn't found"), "{}", stderr(&gone));
     let none = ok(&serve.e2b(&["sandbox", "list", "-m", &meta]));
     assert!(none.contains("No sandboxes found"), "{none}");
+}
+
+/// `--json` (or `-f json`) on every `e2b sandbox` command that changes a sandbox, for scripts.
+#[test]
+fn lifecycle_commands_print_json() {
+    let serve = Serve::start("json");
+    let json = |args: &[&str]| -> Value {
+        let text = ok(&serve.e2b(args));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}: {text}"))
+    };
+    let created = json(&["sandbox", "create", "--json"]);
+    let id = created["sandboxID"].as_str().unwrap().to_owned();
+    assert_eq!(
+        json(&["sandbox", "timeout", &id, "120", "--json"]),
+        serde_json::json!({"sandboxID": id, "timeout": 120})
+    );
+    assert_eq!(
+        json(&["sandbox", "pause", &id, "-f", "json"]),
+        serde_json::json!({"sandboxID": id, "paused": true})
+    );
+    assert_eq!(
+        json(&["sandbox", "pause", &id, "--json"]),
+        serde_json::json!({"sandboxID": id, "paused": false})
+    );
+    let resumed = json(&["sandbox", "resume", &id, "--json"]);
+    assert_eq!(resumed["sandboxID"], id.as_str(), "{resumed}");
+    assert_eq!(resumed["resumed"], true, "{resumed}");
+    assert!(resumed["envdVersion"].is_string(), "{resumed}");
+    assert_eq!(
+        json(&["sandbox", "resume", &id, "--json"])["resumed"],
+        false
+    );
+    assert_eq!(
+        json(&["sandbox", "kill", &id, "--json"]),
+        serde_json::json!([{"sandboxID": id, "killed": true}])
+    );
+    // An unknown id: still JSON on stdout, and exit code 1.
+    let out = serve.e2b(&["sandbox", "kill", &id, "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v, serde_json::json!([{"sandboxID": id, "killed": false}]));
 }
 
 /// Without `--api-key` or `E2B_API_KEY`, `e2b serve` generates a key, prints it, keeps it
