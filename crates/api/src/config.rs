@@ -139,11 +139,19 @@ impl ConnectionConfig {
         self
     }
 
-    /// Sets debug mode (`E2B_DEBUG=true`: the API and envd on localhost, no API key needed).
+    /// Sets debug mode (`E2B_DEBUG=true`): the API on `http://localhost:3000` and envd on
+    /// `http://localhost:49983` unless set otherwise; as in the SDKs, the `e2b` facade then
+    /// creates, connects to and kills sandboxes without an API call (the sandbox is the envd at
+    /// [`envd_url`](Self::envd_url)). Requests this client does send still need an API key.
     /// Default off.
     pub fn debug(mut self, debug: bool) -> Self {
         self.debug = debug;
         self
+    }
+
+    /// Whether debug mode is on (see [`debug`](Self::debug)).
+    pub fn is_debug(&self) -> bool {
+        self.debug
     }
 
     /// Sets the per-request bound; zero means none (as `request_timeout=0` in the SDKs).
@@ -158,8 +166,8 @@ impl ConnectionConfig {
         self
     }
 
-    /// Whether this configuration can reach an API: an API key is set, or debug mode (which
-    /// needs none) is on.
+    /// Whether this configuration can reach a sandbox by id: an API key is set, or debug mode
+    /// is on (where the SDKs connect to the debug envd without an API call).
     pub fn has_api(&self) -> bool {
         self.api_key.as_deref().is_some_and(|k| !k.is_empty()) || self.debug
     }

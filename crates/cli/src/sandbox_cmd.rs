@@ -661,6 +661,10 @@ pub async fn sandbox(args: SandboxCommandArgs) -> Result<i32, CloudCliError> {
 /// kill the sandbox.
 pub async fn open_by_id(id: &str) -> Result<Sandbox, SandboxError> {
     let api = ApiClient::new(ConnectionConfig::from_env())?;
+    if api.config().is_debug() {
+        // As the SDKs in debug mode: no API call; the debug envd as sandbox `id`.
+        return Sandbox::connect_by_id_with(&api, id, e2b::api::DEFAULT_SANDBOX_TIMEOUT).await;
+    }
     let connected = api
         .connect_sandbox(id, e2b::api::DEFAULT_SANDBOX_TIMEOUT)
         .await?;
@@ -711,7 +715,30 @@ pub(crate) fn exec_server_api_id(args: &e2b_exec_server::ExecServerArgs) -> Opti
             .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
     };
     let on_command_line = given("--sandbox-id") && !given("--sandbox");
-    api_sandbox_id(args, on_command_line, &ConnectionConfig::from_env())
+    let config = ConnectionConfig::from_env();
+    let id = api_sandbox_id(args, on_command_line, &config);
+    if id.is_none()
+        && on_command_line
+        && let Some(note) = label_only_note(args)
+    {
+        eprintln!("{note}");
+    }
+    id
+}
+
+/// What `e2b exec-server --sandbox-id ID` says when no API is configured: the id then only
+/// names the local sandbox, which a user who meant an existing sandbox must not miss.
+fn label_only_note(args: &e2b_exec_server::ExecServerArgs) -> Option<String> {
+    let id = args
+        .sandbox_id
+        .as_deref()
+        .map(str::trim)
+        .filter(|i| !i.is_empty())?;
+    Some(format!(
+        "e2b exec-server: --sandbox-id {id} only names the local sandbox in reports: E2B_API_KEY \
+         is not set, so no existing sandbox is looked up. To work in sandbox {id} of E2B's cloud \
+         or `e2b serve`, set E2B_API_KEY (and E2B_API_URL, E2B_SANDBOX_URL for e2b serve)"
+    ))
 }
 
 /// The sandbox `e2b exec-server` opens through E2B's API, if any (see [`exec_server`]):
@@ -728,6 +755,19 @@ fn api_sandbox_id(
 #[cfg(test)]
 mod exec_server_tests {
     use super::*;
+
+    #[test]
+    fn an_id_that_only_labels_the_local_sandbox_says_so() {
+        let mut args = e2b_exec_server::ExecServerArgs::default();
+        assert_eq!(label_only_note(&args), None);
+        args.sandbox_id = Some("abc".into());
+        let note = label_only_note(&args).unwrap_or_default();
+        assert!(
+            note.contains("--sandbox-id abc only names the local sandbox")
+                && note.contains("set E2B_API_KEY"),
+            "{note}"
+        );
+    }
 
     #[test]
     fn only_an_explicit_id_with_an_api_key_goes_through_the_api() {

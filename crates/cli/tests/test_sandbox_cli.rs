@@ -296,6 +296,32 @@ fn lifecycle_commands_print_json() {
     assert_eq!(v, serde_json::json!([{"sandboxID": id, "killed": false}]));
 }
 
+/// `E2B_DEBUG=true`, as in the SDKs: `e2b run --sandbox-id ID` makes no API call (no key) and
+/// reaches the sandbox at the envd URL, here `e2b serve`'s edge, which routes by the sandbox id.
+#[test]
+fn debug_mode_reaches_a_sandbox_by_id_without_the_api() {
+    let serve = Serve::start("debug");
+    let created: Value = serde_json::from_str(&ok(&serve.e2b(&[
+        "sandbox",
+        "create",
+        "--insecure",
+        "--json",
+    ])))
+    .unwrap();
+    let id = created["sandboxID"].as_str().unwrap();
+    let out = Command::new(BIN)
+        .args(["run", "--sandbox-id", id, "--", "echo $E2B_SANDBOX_ID"])
+        .env("E2B_DEBUG", "true")
+        .env("E2B_SANDBOX_URL", &serve.edge_url)
+        .env("E2B_API_URL", "http://127.0.0.1:9")
+        .env_remove("E2B_API_KEY")
+        .env_remove("E2B_ACCESS_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(ok(&out), format!("{id}\n"));
+}
+
 /// Without `--api-key` or `E2B_API_KEY`, `e2b serve` generates a key, prints it, keeps it
 /// owner-only under `$XDG_CONFIG_HOME/e2b` and takes it again at the next start; `E2B_API_KEY` in
 /// its environment is the key instead; a stored key other accounts could read is refused.

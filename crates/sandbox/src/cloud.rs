@@ -175,6 +175,9 @@ impl SandboxBuilder {
             (None, Some(config)) => ApiClient::new(config)?,
             (None, None) => ApiClient::from_env()?,
         };
+        if api.config().is_debug() {
+            return debug_sandbox(api.config(), DEBUG_SANDBOX_ID).await;
+        }
         let info = api.create_sandbox(&body).await?;
         let version = parse_version(&info)?;
         if version < MIN_ENVD {
@@ -188,6 +191,20 @@ impl SandboxBuilder {
         }
         Sandbox::from_api(api, info)
     }
+}
+
+/// The sandbox id of debug mode's sandbox, as in the SDKs.
+const DEBUG_SANDBOX_ID: &str = "debug_sandbox_id";
+
+/// Debug mode's sandbox (`E2B_DEBUG=true`), as the SDKs make it: no API call; the envd at the
+/// config's envd URL (`E2B_SANDBOX_URL`, else `http://localhost:49983`) as sandbox `id`, envd
+/// version 99.99.99, no access token. Connected by URL, so killing it only drops the connection.
+async fn debug_sandbox(config: &ConnectionConfig, id: &str) -> Result<Sandbox, SandboxError> {
+    let ep = EnvdEndpoint::new(config.envd_url(id, None))
+        .sandbox_id(id)
+        .envd_version(EnvdVersion::debug_fallback());
+    let ep = crate::env::apply_transport_and_user(ep, |k| std::env::var(k).ok())?;
+    Sandbox::connect(ep).await
 }
 
 fn parse_version(info: &e2b_api::models::Sandbox) -> Result<EnvdVersion, SandboxError> {
@@ -228,7 +245,9 @@ impl Sandbox {
 
     /// Creates a sandbox from `template` through E2B's API with the SDKs' defaults (300 s,
     /// secure), reading `E2B_API_KEY`, `E2B_API_URL`, `E2B_DOMAIN`, `E2B_SANDBOX_URL` like the
-    /// official SDKs, and connects to its envd. `Sandbox::local()` needs none of that.
+    /// official SDKs, and connects to its envd. `Sandbox::local()` needs none of that. In debug
+    /// mode (`E2B_DEBUG=true`) no API call is made, as in the SDKs: the sandbox is the envd at
+    /// `E2B_SANDBOX_URL` (or `http://localhost:49983`), id `debug_sandbox_id`.
     ///
     /// # Errors
     ///
@@ -242,7 +261,8 @@ impl Sandbox {
     }
 
     /// Connects to an existing sandbox by id (`POST /sandboxes/{id}/connect`): a paused one is
-    /// resumed; its timeout becomes at least 300 s from now (never shorter).
+    /// resumed; its timeout becomes at least 300 s from now (never shorter). In debug mode
+    /// (`E2B_DEBUG=true`) no API call is made, as in the SDKs: the sandbox is the debug envd.
     ///
     /// # Errors
     ///
@@ -271,6 +291,9 @@ impl Sandbox {
         sandbox_id: &str,
         timeout: Duration,
     ) -> Result<Sandbox, SandboxError> {
+        if api.config().is_debug() {
+            return debug_sandbox(api.config(), sandbox_id).await;
+        }
         let connected = api.connect_sandbox(sandbox_id, timeout).await?;
         Self::from_api(api.clone(), connected.sandbox)
     }
@@ -296,7 +319,12 @@ impl Sandbox {
     ///
     /// Calling again is safe.
     pub async fn kill_by_id(sandbox_id: &str) -> Result<bool, SandboxError> {
-        Ok(ApiClient::from_env()?.kill_sandbox(sandbox_id).await?)
+        let api = ApiClient::from_env()?;
+        if api.config().is_debug() {
+            // As the SDKs: debug mode's sandbox is not the API's to kill.
+            return Ok(true);
+        }
+        Ok(api.kill_sandbox(sandbox_id).await?)
     }
 
     fn from_api(api: ApiClient, info: e2b_api::models::Sandbox) -> Result<Sandbox, SandboxError> {

@@ -255,3 +255,54 @@ async fn the_control_plane_seam_is_backed_by_the_api_client() {
     assert_eq!(out.stdout, "seam\n", "{out:?}");
     api.assert_contract();
 }
+
+/// Debug mode (`E2B_DEBUG=true`), as in the SDKs: create and connect by id make no API call
+/// and need no API key; the sandbox is the envd at the sandbox URL (no token, envd 99.99.99)
+/// under the id asked for (`debug_sandbox_id` for create), and killing it sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_mode_makes_no_api_call() {
+    // An envd without an access token, as a debug envd runs.
+    let envd = e2b_envd::Envd::start(e2b::EnvdConfig::ephemeral())
+        .await
+        .unwrap();
+    let api = TestServer::start().await;
+    let debug = ConnectionConfig::default()
+        .debug(true)
+        .api_url(api.url())
+        .sandbox_url(envd.url());
+
+    let sbx = Sandbox::builder("base")
+        .connection(debug.clone())
+        .create()
+        .await
+        .unwrap();
+    assert_eq!(sbx.id(), "debug_sandbox_id");
+    assert_eq!(sbx.envd_version().to_string(), "99.99.99");
+    let out = sbx
+        .commands()
+        .run("echo debug", CommandOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "debug\n");
+
+    let client = e2b::api::ApiClient::new(debug).unwrap();
+    let other = Sandbox::connect_by_id_with(&client, "sbx-abc", Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(other.id(), "sbx-abc");
+    assert_eq!(other.connection().sandbox_id(), Some("sbx-abc"));
+    let out = other
+        .commands()
+        .run("echo again", CommandOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "again\n");
+    sbx.kill().await.unwrap();
+    other.kill().await.unwrap();
+    assert!(
+        api.recorded().is_empty(),
+        "debug mode called the API: {:?}",
+        api.recorded().len()
+    );
+    envd.shutdown().await;
+}
