@@ -457,16 +457,74 @@ async fn wrong_key_unknown_ids_and_bad_bodies_are_typed() {
     );
 }
 
-/// Sends one request to the real server and checks request and response against the spec.
-async fn exchange(
-    http: &reqwest::Client,
-    serve: &Serve,
-    method: &str,
-    path_and_query: &str,
+/// One request of a contract walk: what is sent, the status it must get, and whether the
+/// request breaks the spec on purpose (then the spec must refuse the request, and only the
+/// answer is checked: an `Error`).
+struct Step {
+    method: &'static str,
+    path: String,
     body: Option<Value>,
-    key: &str,
-) -> support::Recorded {
-    let url = format!("{}{path_and_query}", serve.api_url);
+    want: u16,
+    bad_request: bool,
+}
+
+/// A request the spec accepts; request and answer are checked against the spec.
+fn step(method: &'static str, path: impl Into<String>, body: Option<Value>, want: u16) -> Step {
+    Step {
+        method,
+        path: path.into(),
+        body,
+        want,
+        bad_request: false,
+    }
+}
+
+/// A request the spec refuses (a bad body or query); its answer must be a documented `Error`.
+fn bad_step(method: &'static str, path: impl Into<String>, body: Option<Value>, want: u16) -> Step {
+    Step {
+        bad_request: true,
+        ..step(method, path, body, want)
+    }
+}
+
+/// What the real server answered, with its headers.
+struct Exchanged {
+    rec: support::Recorded,
+    headers: reqwest::header::HeaderMap,
+}
+
+impl Exchanged {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.rec.response_body).unwrap()
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+
+    /// The `sandboxID`s of a list answer, in order.
+    fn ids(&self) -> Vec<String> {
+        self.json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["sandboxID"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+/// Sends one request to the real server and checks request and response against the spec: the
+/// status is the one wanted and one the operation itself documents (not only a shared response
+/// of `components.responses`), and the answer matches the schema of that status.
+async fn exchange(http: &reqwest::Client, serve: &Serve, step: &Step, key: &str) -> Exchanged {
+    let Step {
+        method,
+        path,
+        body,
+        want,
+        bad_request,
+    } = step;
+    let url = format!("{}{path}", serve.api_url);
     let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
     let mut req = http.request(m, &url).header("X-API-Key", key);
     let raw = body.as_ref().map(|b| serde_json::to_vec(b).unwrap());
@@ -477,10 +535,11 @@ async fn exchange(
     }
     let resp = req.send().await.unwrap();
     let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
     let response_body = resp.bytes().await.unwrap().to_vec();
     let parsed = url::Url::parse(&url).unwrap();
     let rec = support::Recorded {
-        method: method.into(),
+        method: (*method).into(),
         path: parsed.path().into(),
         query: parsed.query_pairs().into_owned().collect(),
         raw_query: parsed.query().map(str::to_owned),
@@ -492,11 +551,19 @@ async fn exchange(
         status,
         response_body,
     };
-    let checked = if body
-        .as_ref()
-        .is_some_and(|b| b["timeout"].as_i64().is_some_and(|t| t < 0))
-    {
-        // A deliberately bad body: only the answer is checked (an `Error`).
+    let answer = String::from_utf8_lossy(&rec.response_body).into_owned();
+    assert_eq!(status, *want, "{method} {path} → {status} {answer}");
+    let (template, op) = support::operation(method, parsed.path())
+        .unwrap_or_else(|| panic!("{method} {path} is not an operation of the spec"));
+    assert!(
+        op["responses"].get(status.to_string().as_str()).is_some(),
+        "{method} {template} → {status} {answer}: the spec does not document {status} here"
+    );
+    let checked = if *bad_request {
+        assert!(
+            support::check_contract(&rec).is_err(),
+            "{method} {path} is marked bad, but the spec accepts the request"
+        );
         serde_json::from_slice(&rec.response_body)
             .map_err(|e| e.to_string())
             .and_then(|v| support::validate_named("Error", &v))
@@ -504,59 +571,298 @@ async fn exchange(
         support::check_contract(&rec)
     };
     if let Err(e) = checked {
-        panic!(
-            "{method} {path_and_query} → {status} {}: {e}",
-            String::from_utf8_lossy(&rec.response_body)
-        );
+        panic!("{method} {path} → {status} {answer}: {e}");
     }
-    rec
+    Exchanged { rec, headers }
 }
 
+/// Every sandbox endpoint `e2b serve` answers, on two live sandboxes through running, paused,
+/// resumed and killed: each success and each documented error answer matches the spec, and the
+/// answers say what they should (filters filter, states change).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_response_of_e2b_serve_matches_the_spec() {
     let serve = Serve::start();
     let http = reqwest::Client::new();
-    let created = exchange(
-        &http,
-        &serve,
+    exchange(&http, &serve, &step("GET", "/health", None, 204), KEY).await;
+    let ex = |s: Step| {
+        let (http, serve) = (&http, &serve);
+        async move { exchange(http, serve, &s, KEY).await }
+    };
+    let create = json!({"templateID": "base", "timeout": 60, "metadata": {"c": "1"}, "envVars": {}, "secure": true, "allow_internet_access": true});
+    let created = ex(step("POST", "/sandboxes", Some(create), 201)).await;
+    let a = created.json()["sandboxID"].as_str().unwrap().to_owned();
+    let created = ex(step(
         "POST",
         "/sandboxes",
-        Some(json!({"templateID": "base", "timeout": 60, "metadata": {"c": "1"}, "envVars": {}, "secure": true, "allow_internet_access": true})),
-        KEY,
-    )
+        Some(json!({"templateID": "base", "timeout": 300, "metadata": {"c": "1"}})),
+        201,
+    ))
     .await;
-    assert_eq!(created.status, 201);
-    let sandbox: Value = serde_json::from_slice(&created.response_body).unwrap();
-    let id = sandbox["sandboxID"].as_str().unwrap().to_owned();
-    let s = |p: &str| format!("/sandboxes/{id}{p}");
-    let steps: Vec<(&str, String, Option<Value>, u16)> = vec![
-        (
-            "GET",
-            "/v2/sandboxes?metadata=c%3D1&state=running,paused&limit=1".into(),
-            None,
-            200,
-        ),
-        ("GET", s(""), None, 200),
-        ("POST", s("/timeout"), Some(json!({"timeout": 120})), 204),
-        ("POST", s("/connect"), Some(json!({"timeout": 60})), 200),
-        ("GET", s("/metrics"), None, 200),
-        ("POST", s("/pause"), Some(json!({"memory": true})), 204),
-        ("POST", s("/pause"), Some(json!({"memory": true})), 409),
-        ("POST", s("/connect"), Some(json!({"timeout": 60})), 201),
-        ("DELETE", s(""), None, 204),
-        ("GET", s(""), None, 404),
-        ("DELETE", s(""), None, 404),
-        (
-            "POST",
-            "/sandboxes".into(),
-            Some(json!({"templateID": "base", "timeout": -5})),
-            400,
-        ),
-    ];
-    for (method, path, body, want) in steps {
-        let rec = exchange(&http, &serve, method, &path, body, KEY).await;
-        assert_eq!(rec.status, want, "{method} {path}");
+    let b = created.json()["sandboxID"].as_str().unwrap().to_owned();
+    let s = |p: &str| format!("/sandboxes/{a}{p}");
+
+    // Lists, v1 (running only) and v2 with every filter and pagination.
+    let all = ex(step("GET", "/sandboxes", None, 200)).await.ids();
+    assert!(all.contains(&a) && all.contains(&b), "{all:?}");
+    let c1 = ex(step("GET", "/sandboxes?metadata=c%3D1", None, 200)).await;
+    assert_eq!(c1.ids().len(), 2);
+    let c2 = ex(step("GET", "/sandboxes?metadata=c%3D2", None, 200)).await;
+    assert!(c2.ids().is_empty());
+    ex(step("GET", "/sandboxes?metadata=a%3Db%3Dc", None, 400)).await;
+    let page = "/v2/sandboxes?metadata=c%3D1&state=running,paused&limit=1";
+    let first = ex(step("GET", page, None, 200)).await;
+    assert_eq!(first.ids(), [b.as_str()], "newest first");
+    assert_eq!(first.header("x-total-running"), Some("2"));
+    let token = first
+        .header("x-next-token")
+        .expect("a next token")
+        .to_owned();
+    let token: String = url::form_urlencoded::byte_serialize(token.as_bytes()).collect();
+    let second = ex(step("GET", format!("{page}&nextToken={token}"), None, 200)).await;
+    assert_eq!(second.ids(), [a.as_str()]);
+    assert_eq!(second.header("x-next-token"), None, "the last page");
+    let asc =
+        "/v2/sandboxes?order=asc&startedAfter=2020-01-01T00:00:00Z&template=base&state=running";
+    assert_eq!(
+        ex(step("GET", asc, None, 200)).await.ids(),
+        [a.as_str(), b.as_str()]
+    );
+    let later = "/v2/sandboxes?startedAfter=2100-01-01T00:00:00Z";
+    assert!(ex(step("GET", later, None, 200)).await.ids().is_empty());
+    let none_paused = ex(step("GET", "/v2/sandboxes?state=paused", None, 200)).await;
+    assert!(none_paused.ids().is_empty());
+    assert_eq!(none_paused.header("x-total-running"), None);
+    ex(step(
+        "GET",
+        "/v2/sandboxes?nextToken=not-a-token",
+        None,
+        400,
+    ))
+    .await;
+    ex(step("GET", "/v2/sandboxes?metadata=a%3Db%3Dc", None, 400)).await;
+    ex(bad_step("GET", "/v2/sandboxes?state=dead", None, 400)).await;
+    ex(bad_step("GET", "/v2/sandboxes?limit=0", None, 400)).await;
+
+    // A running sandbox: info, timeout, connect, refreshes, metrics, logs.
+    let info = ex(step("GET", s(""), None, 200)).await;
+    assert_eq!(info.json()["state"], "running");
+    ex(step(
+        "POST",
+        s("/timeout"),
+        Some(json!({"timeout": 120})),
+        204,
+    ))
+    .await;
+    let connected = ex(step(
+        "POST",
+        s("/connect"),
+        Some(json!({"timeout": 60})),
+        200,
+    ))
+    .await;
+    assert_eq!(connected.json()["sandboxID"], a.as_str());
+    ex(bad_step(
+        "POST",
+        s("/connect"),
+        Some(json!({"timeout": -1})),
+        400,
+    ))
+    .await;
+    ex(bad_step("POST", s("/connect"), None, 400)).await;
+    ex(step(
+        "POST",
+        s("/refreshes"),
+        Some(json!({"duration": 30})),
+        204,
+    ))
+    .await;
+    ex(step("POST", s("/refreshes"), None, 204)).await;
+    let metrics = ex(step("GET", s("/metrics"), None, 200)).await;
+    assert!(!metrics.json().as_array().unwrap().is_empty());
+    let window = ex(step("GET", s("/metrics?start=0&end=4102444800"), None, 200)).await;
+    assert!(!window.json().as_array().unwrap().is_empty());
+    ex(bad_step("GET", s("/metrics?start=soon"), None, 400)).await;
+    ex(bad_step("GET", s("/metrics?start=-5"), None, 400)).await;
+    ex(bad_step("GET", "/sandboxes/metrics", None, 400)).await;
+    let batch = format!("/sandboxes/metrics?sandbox_ids={a},{b}");
+    let batch = ex(step("GET", batch, None, 200)).await.json();
+    let keys: Vec<&String> = batch["sandboxes"].as_object().unwrap().keys().collect();
+    assert_eq!(keys.len(), 2, "{batch}");
+    let batch = format!("/sandboxes/metrics?sandbox_ids={a},nonexistingsandbox");
+    let batch = ex(step("GET", batch, None, 200)).await.json();
+    let keys: Vec<&String> = batch["sandboxes"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, [&a], "{batch}");
+    let too_many: Vec<String> = (0..=100).map(|i| format!("x{i}")).collect();
+    let too_many = format!("/sandboxes/metrics?sandbox_ids={}", too_many.join(","));
+    ex(bad_step("GET", too_many, None, 400)).await;
+    let logs = ex(step("GET", s("/logs"), None, 200)).await.json();
+    assert!(!logs["logs"].as_array().unwrap().is_empty(), "{logs}");
+    assert!(!logs["logEntries"].as_array().unwrap().is_empty(), "{logs}");
+    let two = ex(step("GET", s("/logs?start=0&limit=2"), None, 200))
+        .await
+        .json();
+    assert_eq!(two["logEntries"].as_array().unwrap().len(), 2, "{two}");
+    let logs = ex(step("GET", format!("/v2{}", s("/logs")), None, 200)).await;
+    assert!(!logs.json()["logs"].as_array().unwrap().is_empty());
+    let query = "/logs?cursor=0&limit=10&direction=forward&level=info&search=created";
+    let found = ex(step("GET", format!("/v2{}", s(query)), None, 200))
+        .await
+        .json();
+    assert_eq!(found["logs"].as_array().unwrap().len(), 1, "{found}");
+    ex(step(
+        "POST",
+        s("/resume"),
+        Some(json!({"timeout": 60})),
+        409,
+    ))
+    .await;
+
+    // Paused: pause, info, lists, batch metrics, resume, connect.
+    ex(step(
+        "POST",
+        s("/pause"),
+        Some(json!({"memory": true})),
+        204,
+    ))
+    .await;
+    ex(step(
+        "POST",
+        s("/pause"),
+        Some(json!({"memory": true})),
+        409,
+    ))
+    .await;
+    assert_eq!(
+        ex(step("GET", s(""), None, 200)).await.json()["state"],
+        "paused"
+    );
+    // A refresh keeps running sandboxes alive: a paused one is not found, and stays paused.
+    ex(step(
+        "POST",
+        s("/refreshes"),
+        Some(json!({"duration": 30})),
+        404,
+    ))
+    .await;
+    assert_eq!(
+        ex(step("GET", s(""), None, 200)).await.json()["state"],
+        "paused"
+    );
+    let running = ex(step("GET", "/sandboxes?metadata=c%3D1", None, 200)).await;
+    assert_eq!(
+        running.ids(),
+        [b.as_str()],
+        "v1 lists running sandboxes only"
+    );
+    let paused = ex(step("GET", "/v2/sandboxes?state=paused", None, 200)).await;
+    assert_eq!(paused.ids(), [a.as_str()]);
+    ex(step("GET", s("/metrics"), None, 200)).await;
+    let batch = format!("/sandboxes/metrics?sandbox_ids={a}");
+    ex(step("GET", batch, None, 200)).await;
+    ex(bad_step(
+        "POST",
+        s("/resume"),
+        Some(json!({"timeout": -1})),
+        400,
+    ))
+    .await;
+    let resumed = ex(step(
+        "POST",
+        s("/resume"),
+        Some(json!({"timeout": 60})),
+        201,
+    ))
+    .await;
+    assert_eq!(resumed.json()["sandboxID"], a.as_str());
+    ex(step("POST", s("/resume"), Some(json!({})), 409)).await;
+    ex(step("POST", s("/pause"), None, 204)).await;
+    ex(step(
+        "POST",
+        s("/connect"),
+        Some(json!({"timeout": 60})),
+        201,
+    ))
+    .await;
+    ex(step(
+        "POST",
+        s("/connect"),
+        Some(json!({"timeout": 60})),
+        200,
+    ))
+    .await;
+
+    // Killed: gone for every endpoint.
+    ex(step("DELETE", s(""), None, 204)).await;
+    ex(step("GET", s(""), None, 404)).await;
+    ex(step("DELETE", s(""), None, 404)).await;
+    ex(step(
+        "POST",
+        s("/connect"),
+        Some(json!({"timeout": 60})),
+        404,
+    ))
+    .await;
+    ex(step("DELETE", format!("/sandboxes/{b}"), None, 204)).await;
+    assert!(
+        ex(step("GET", "/sandboxes", None, 200))
+            .await
+            .ids()
+            .is_empty()
+    );
+    assert!(
+        ex(step("GET", "/v2/sandboxes", None, 200))
+            .await
+            .ids()
+            .is_empty()
+    );
+    ex(bad_step(
+        "POST",
+        "/sandboxes",
+        Some(json!({"templateID": "base", "timeout": -5})),
+        400,
+    ))
+    .await;
+}
+
+/// Every sandbox endpoint's answer to an unknown id (404) and to a wrong key (401) is the
+/// documented `Error`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_error_response_of_e2b_serve_matches_the_spec() {
+    let serve = Serve::start();
+    let http = reqwest::Client::new();
+    let s = |p: &str| format!("/sandboxes/nonexistingsandbox{p}");
+    let t = || Some(json!({"timeout": 60}));
+    let by_id = |want: u16| {
+        vec![
+            step("GET", s(""), None, want),
+            step("DELETE", s(""), None, want),
+            step("POST", s("/timeout"), t(), want),
+            step("POST", s("/connect"), t(), want),
+            step("POST", s("/pause"), Some(json!({"memory": true})), want),
+            step("POST", s("/resume"), t(), want),
+            step("POST", s("/refreshes"), Some(json!({"duration": 30})), want),
+            step("PUT", s("/network"), Some(json!({"allowOut": []})), want),
+            step("GET", s("/metrics"), None, want),
+            step("GET", s("/logs"), None, want),
+            step("GET", format!("/v2{}", s("/logs")), None, want),
+        ]
+    };
+    for st in by_id(404) {
+        exchange(&http, &serve, &st, KEY).await;
     }
-    let rec = exchange(&http, &serve, "GET", "/v2/sandboxes", None, "e2b_dead").await;
-    assert_eq!(rec.status, 401);
+    let mut wrong_key = by_id(401);
+    wrong_key.extend([
+        step("GET", "/sandboxes", None, 401),
+        step(
+            "POST",
+            "/sandboxes",
+            Some(json!({"templateID": "base"})),
+            401,
+        ),
+        step("GET", "/v2/sandboxes", None, 401),
+        step("GET", "/sandboxes/metrics?sandbox_ids=x", None, 401),
+    ]);
+    for st in wrong_key {
+        exchange(&http, &serve, &st, "e2b_dead").await;
+    }
 }

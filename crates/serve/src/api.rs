@@ -194,8 +194,9 @@ pub(crate) fn router(api: Api) -> Router {
         .with_state(api)
 }
 
+/// `GET /health`: 204 and no body, as the spec says.
 async fn health() -> Response {
-    json(StatusCode::OK, &serde_json::json!({"status": "ok"}))
+    no_content()
 }
 
 async fn not_found(method: http::Method, uri: http::Uri) -> Response {
@@ -289,13 +290,23 @@ async fn set_timeout(State(api): State<Api>, SandboxId(id): SandboxId, bytes: By
     Ok(no_content())
 }
 
+/// The longest refresh the spec allows (`SandboxRefreshRequest.duration`, one hour).
+const MAX_REFRESH_SECS: i32 = 3600;
+
 async fn refresh(State(api): State<Api>, SandboxId(id): SandboxId, bytes: Bytes) -> Answer {
     #[derive(serde::Deserialize, Default)]
     struct Refresh {
         duration: Option<i32>,
     }
-    let req: Refresh = optional_body(&bytes, "refresh")?;
-    api.registry.connect(&id, req.duration.unwrap_or(15))?;
+    let req: Refresh = optional_body(&bytes, "SandboxRefreshRequest")?;
+    let duration = req.duration.unwrap_or(15);
+    if !(0..=MAX_REFRESH_SECS).contains(&duration) {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("duration must be 0 to {MAX_REFRESH_SECS} seconds, not {duration}"),
+        ));
+    }
+    api.registry.refresh(&id, duration)?;
     Ok(no_content())
 }
 
@@ -347,6 +358,15 @@ async fn metrics(
 ) -> Answer {
     let start = int_param(&p, "start")?;
     let end = int_param(&p, "end")?;
+    if let Some((name, v)) = [("start", start), ("end", end)]
+        .into_iter()
+        .find_map(|(n, v)| v.filter(|v| *v < 0).map(|v| (n, v)))
+    {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("{name} must be unix seconds (0 or more), not {v}"),
+        ));
+    }
     let s = api.sandbox(&id)?;
     Ok(json(StatusCode::OK, &s.metrics(start, end)))
 }
@@ -358,6 +378,12 @@ async fn batch_metrics(State(api): State<Api>, QueryPairs(p): QueryPairs) -> Ans
         .flat_map(|(_, v)| v.split(',').map(str::to_owned))
         .filter(|s| !s.is_empty())
         .collect();
+    if ids.is_empty() {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "sandbox_ids is required: a comma-separated list of up to 100 sandbox ids",
+        ));
+    }
     if ids.len() > 100 {
         return Err(error(
             StatusCode::BAD_REQUEST,

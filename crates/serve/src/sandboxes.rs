@@ -787,6 +787,29 @@ impl Registry {
         Ok((s, resumed))
     }
 
+    /// `POST /sandboxes/{id}/refreshes`: keeps a running sandbox alive `secs` more (only ever
+    /// extends). A paused sandbox is not running, so it is not found here (as E2B answers),
+    /// and is never resumed by a refresh.
+    pub(crate) fn refresh(&self, id: &str, secs: i32) -> Result<(), Failure> {
+        let s = self.get(id).ok_or_else(|| Failure::not_found(id))?;
+        let ttl = self.timeout_of(secs)?;
+        let mut i = lock(&s.inner);
+        if i.state == State::Paused {
+            return Err(Failure::new(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "sandbox {id} is paused, and a refresh only keeps a running sandbox alive: \
+                     connect to it to resume it"
+                ),
+            ));
+        }
+        let now = util::now();
+        if now + ttl > i.end_at {
+            i.end_at = now + ttl;
+        }
+        Ok(())
+    }
+
     /// Deprecated `POST /sandboxes/{id}/resume`: 409 when running.
     pub(crate) fn resume(&self, id: &str, secs: i32) -> Result<Arc<Sandbox>, Failure> {
         let s = self.get(id).ok_or_else(|| Failure::not_found(id))?;

@@ -21,16 +21,10 @@ async fn errors_are_typed_like_e2b() {
         assert_eq!(body["code"], 401);
         assert!(body["message"].as_str().unwrap().contains("E2B_API_KEY"));
     }
-    // /health needs no key.
-    assert_eq!(
-        env.http
-            .get(env.url("/health"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    // /health needs no key, and answers as the spec says: 204, no body.
+    let health = env.http.get(env.url("/health")).send().await.unwrap();
+    assert_eq!(health.status(), 204);
+    assert!(health.bytes().await.unwrap().is_empty());
 
     let unknown = "nonexistingsandbox";
     for (method, path, body) in [
@@ -243,6 +237,46 @@ async fn malformed_ids_queries_and_bodies_are_400() {
     );
     // Still running: the bad request changed nothing.
     assert_eq!(env.health(&id).await, 204);
+    // Out of the spec's ranges: a refresh of more than an hour or less than nothing, metrics
+    // before 1970, batch metrics of no sandbox.
+    for (path, body, want) in [
+        (
+            format!("/sandboxes/{id}/refreshes"),
+            json!({"duration": 3601}),
+            "duration must be 0 to 3600 seconds",
+        ),
+        (
+            format!("/sandboxes/{id}/refreshes"),
+            json!({"duration": -1}),
+            "duration must be 0 to 3600 seconds",
+        ),
+    ] {
+        let (status, body) = env.post(&path, body).await;
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(body["message"].as_str().unwrap().contains(want), "{body}");
+    }
+    for (path, want) in [
+        (
+            format!("/sandboxes/{id}/metrics?start=-5"),
+            "start must be unix seconds",
+        ),
+        (
+            format!("/sandboxes/{id}/metrics?end=-1"),
+            "end must be unix seconds",
+        ),
+        ("/sandboxes/metrics".to_string(), "sandbox_ids is required"),
+        (
+            "/sandboxes/metrics?sandbox_ids=".to_string(),
+            "sandbox_ids is required",
+        ),
+    ] {
+        let (status, body) = env.get(&path).await;
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(
+            body["message"].as_str().unwrap().contains(want),
+            "{path}: {body}"
+        );
+    }
     env.serve.shutdown().await;
 }
 
