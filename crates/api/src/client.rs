@@ -44,7 +44,24 @@ const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'~');
 
-/// A client for the E2B API's sandbox endpoints. Cheap to clone (one connection pool).
+/// The HTTP client every [`ApiClient`] of this process shares: one connection pool (as the
+/// SDKs keep one per process), and the TLS roots are loaded once rather than for each client
+/// (about a millisecond each). Per-request settings (the request timeout) go on each request.
+fn shared_http() -> Result<reqwest::Client, ApiError> {
+    static SHARED: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    if let Some(c) = SHARED.get() {
+        return Ok(c.clone());
+    }
+    let built = reqwest::Client::builder()
+        .user_agent(concat!("e2b-rs/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| ApiError::Config(format!("cannot build the HTTP client: {e}")))?;
+    Ok(SHARED.get_or_init(|| built).clone())
+}
+
+/// A client for the E2B API's sandbox endpoints. Cheap to clone; every client of a process
+/// shares one connection pool.
 #[derive(Debug, Clone)]
 pub struct ApiClient {
     http: reqwest::Client,
@@ -263,16 +280,11 @@ impl ApiClient {
                 "the API URL {base:?} must start with http:// or https://"
             )));
         }
-        let mut builder = reqwest::Client::builder()
-            .user_agent(concat!("e2b-rs/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(10));
-        if let Some(t) = config.request_timeout {
-            builder = builder.timeout(t);
-        }
-        let http = builder
-            .build()
-            .map_err(|e| ApiError::Config(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Self { http, base, config })
+        Ok(Self {
+            http: shared_http()?,
+            base,
+            config,
+        })
     }
 
     /// A client configured from the environment ([`ConnectionConfig::from_env`]).
@@ -305,7 +317,11 @@ impl ApiClient {
 
     fn request(&self, method: Method, url: &str) -> Result<RequestBuilder, ApiError> {
         let key = self.config.checked_api_key()?;
-        Ok(self.http.request(method, url).header(API_KEY_HEADER, key))
+        let req = self.http.request(method, url).header(API_KEY_HEADER, key);
+        Ok(match self.config.request_timeout {
+            Some(t) => req.timeout(t),
+            None => req,
+        })
     }
 
     async fn send(&self, req: RequestBuilder) -> Result<Response, ApiError> {

@@ -692,34 +692,58 @@ fn encode_headers(out: &mut Vec<u8>, stream: u32, end_stream: bool, list: &Heade
 pub(crate) const PEEK_DEADLINE: Duration = Duration::from_secs(2);
 
 /// `MSG_PEEK`s the connection until its first request is complete (or it is not h2c).
+///
+/// Peeked bytes stay in the socket, so the socket stays readable and waiting for readiness
+/// alone would spin. Each peek that finds nothing new therefore clears tokio's readiness (inside
+/// `try_io`, which clears it only if no new event came in meanwhile) and waits for the next
+/// one: the first request is seen as soon as its last byte arrives, with no polling delay (a
+/// client's preface and its first HEADERS often come in two writes).
 pub(crate) async fn peek(stream: &TcpStream) -> Peeked {
+    use std::os::fd::AsRawFd as _;
     let mut buf = vec![0u8; 64 * 1024];
     let deadline = tokio::time::Instant::now() + PEEK_DEADLINE;
-    let mut wait = Duration::from_millis(1);
+    let fd = stream.as_raw_fd();
     let mut last = 0usize;
     loop {
-        let n = match tokio::time::timeout_at(deadline, stream.peek(&mut buf)).await {
-            Ok(Ok(n)) => n,
-            _ => return Peeked::NeedMore,
+        if tokio::time::timeout_at(deadline, stream.readable())
+            .await
+            .is_err()
+        {
+            return Peeked::NeedMore;
+        }
+        let peeked = stream.try_io(tokio::io::Interest::READABLE, || {
+            // SAFETY: `buf` is valid for writes of `buf.len()` bytes and `fd` is the open,
+            // non-blocking socket `stream` owns for the whole call.
+            let n = unsafe {
+                libc::recv(
+                    fd,
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_PEEK | libc::MSG_DONTWAIT,
+                )
+            };
+            match usize::try_from(n) {
+                Err(_) => Err(std::io::Error::last_os_error()),
+                // Nothing new since the last look: clear the readiness and wait for more.
+                Ok(n) if n == last && n > 0 => Err(std::io::ErrorKind::WouldBlock.into()),
+                Ok(n) => Ok(n),
+            }
+        });
+        let n = match peeked {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return Peeked::NeedMore,
         };
         if n == 0 {
             return Peeked::NotH2;
         }
+        last = n;
         match peek_first(&buf[..n]) {
             Peeked::NeedMore if n == buf.len() => return Peeked::Unreadable,
             Peeked::NeedMore => {}
             other => return other,
         }
-        if tokio::time::Instant::now() >= deadline {
-            return Peeked::NeedMore;
-        }
-        // peek does not consume: wait a little for more bytes instead of spinning.
-        if n > last {
-            wait = Duration::from_millis(1);
-        }
-        last = n;
-        tokio::time::sleep(wait).await;
-        wait = (wait * 2).min(Duration::from_millis(50));
     }
 }
 
@@ -982,6 +1006,46 @@ mod tests {
                 .collect();
             assert_eq!(seen, want, "requests {requests:?}");
         }
+    }
+
+    /// A first request whose preface and HEADERS come in two writes, the second after a
+    /// pause, is read as soon as the HEADERS arrive: the peek waits for the socket's next
+    /// readiness, never for the deadline.
+    #[tokio::test]
+    async fn peek_sees_a_request_written_in_two_parts_at_once() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let writer = tokio::spawn(async move {
+            let mut c = TcpStream::connect(addr).await.unwrap();
+            // The preface and an empty SETTINGS frame, then the request 300 ms later.
+            let mut head = PREFACE.to_vec();
+            push_frame(&mut head, 0x4, 0, 0, &[]);
+            c.write_all(&head).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            c.write_all(&request(1, "sbx")).await.unwrap();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            drop(c);
+        });
+        let (server, _) = listener.accept().await.unwrap();
+        let t = std::time::Instant::now();
+        let first = peek(&server).await;
+        let waited = t.elapsed();
+        let Peeked::First(list) = first else {
+            panic!("expected the first request, got {first:?} after {waited:?}");
+        };
+        assert_eq!(
+            header(&list, e2b_envd_proto::wire::headers::SANDBOX_ID),
+            Some("sbx")
+        );
+        assert!(
+            waited < Duration::from_millis(1500),
+            "the peek waited {waited:?}: it missed the second write"
+        );
+        // Nothing was consumed: the relay still reads the whole request.
+        let mut all = vec![0u8; 4096];
+        let n = server.try_read(&mut all).unwrap();
+        assert!(all[..n].starts_with(PREFACE));
+        writer.abort();
     }
 
     #[test]
