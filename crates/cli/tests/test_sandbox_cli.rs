@@ -296,6 +296,50 @@ fn lifecycle_commands_print_json() {
     assert_eq!(v, serde_json::json!([{"sandboxID": id, "killed": false}]));
 }
 
+/// On a terminal, `e2b files put` and `get` draw an indicatif bar on stderr (bytes, rate, ETA),
+/// cleared at the end, then the summary line; `script` (util-linux) gives them the terminal.
+#[test]
+fn files_draw_a_progress_bar_on_a_terminal() {
+    let serve = Serve::start("tty");
+    let created: Value =
+        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "create", "--json"]))).unwrap();
+    let id = created["sandboxID"].as_str().unwrap();
+    let local = serve.state.join("tty.bin");
+    let size = 96u64 << 20;
+    std::fs::write(&local, vec![7u8; size as usize]).unwrap();
+    let back = serve.state.join("tty-back.bin");
+    let remote = format!("/tmp/e2b-cli-tty-{}.bin", std::process::id());
+    for (verb, from, to) in [
+        ("put", local.to_str().unwrap(), remote.as_str()),
+        ("get", remote.as_str(), back.to_str().unwrap()),
+    ] {
+        let line = format!("{BIN} files --sandbox-id {id} {verb} {from} {to}");
+        let out = Command::new("script")
+            .args(["-q", "-e", "-c", &line, "/dev/null"])
+            .env("E2B_API_URL", &serve.api_url)
+            .env("E2B_SANDBOX_URL", &serve.edge_url)
+            .env("E2B_API_KEY", KEY)
+            .env("COLUMNS", "120")
+            .env_remove("E2B_DEBUG")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("missing: `script` (util-linux), which gives the command a terminal: {e}")
+            });
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{verb}: {:?}\n{text}", out.status);
+        assert!(
+            text.contains("ETA") && text.contains("MiB/s") && text.contains("[="),
+            "{verb}: no progress bar on the terminal:\n{text}"
+        );
+        assert!(
+            text.contains(&format!("{size} bytes in")),
+            "{verb}: no summary line:\n{text}"
+        );
+    }
+    assert_eq!(std::fs::metadata(&back).unwrap().len(), size);
+}
+
 /// `E2B_DEBUG=true`, as in the SDKs: `e2b run --sandbox-id ID` makes no API call (no key) and
 /// reaches the sandbox at the envd URL, here `e2b serve`'s edge, which routes by the sandbox id.
 #[test]
