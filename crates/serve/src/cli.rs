@@ -142,61 +142,81 @@ pub fn load_or_create_key(path: &std::path::Path) -> Result<(String, bool), Serv
 }
 
 /// The key in `path` when it holds one; `None` when there is no file or an empty one (which
-/// is removed, so that a new key can take its place).
+/// is removed, so that a new key can take its place). The file is opened without following a
+/// symlink and checked on the open descriptor, so what is checked is what is read.
 fn stored_key(path: &std::path::Path) -> Result<Option<String>, ServeError> {
-    use std::os::unix::fs::MetadataExt as _;
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(m) => m,
+    use std::io::Read as _;
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(key_file_refused(path, "is a symlink, not a regular file"));
+        }
         Err(e) => return Err(e.into()),
     };
-    let shown = path.display();
-    if !meta.file_type().is_file() {
-        return Err(ServeError::Config(format!(
-            "the API key file {shown} is not a regular file (a symlink or a directory): remove it \
-             (a new key is generated) or pass --key-file PATH or --api-key"
-        )));
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(key_file_refused(path, "is not a regular file"));
     }
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     if meta.uid() != me {
-        return Err(ServeError::Config(format!(
-            "the API key file {shown} belongs to uid {}, not to this user (uid {me}): another \
-             account may know or replace the key; remove it (a new key is generated) or pass \
-             --key-file PATH or --api-key",
-            meta.uid()
-        )));
+        return Err(key_file_refused(
+            path,
+            format!(
+                "belongs to uid {}, not to this user (uid {me}): another account may know or \
+                 replace the key",
+                meta.uid()
+            ),
+        ));
     }
     let mode = meta.mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(ServeError::Config(format!(
-            "the API key file {shown} has mode {mode:04o}: other accounts on this machine can \
-             read or change it, so the key may be known; remove it (a new key is generated) or, \
-             if only you could ever read it, chmod 600 it"
-        )));
+        return Err(key_file_refused(
+            path,
+            format!(
+                "has mode {mode:04o}: other accounts on this machine can read or change it, so \
+                 the key may be known (if only you could ever read it, chmod 600 it instead)"
+            ),
+        ));
     }
-    if meta.len() > MAX_KEY_FILE {
-        return Err(ServeError::Config(format!(
-            "the API key file {shown} holds {} bytes, not one key: remove it (a new key is \
-             generated) or pass --key-file PATH or --api-key",
-            meta.len()
-        )));
+    let mut raw = Vec::new();
+    file.take(MAX_KEY_FILE + 1).read_to_end(&mut raw)?;
+    if raw.len() as u64 > MAX_KEY_FILE {
+        return Err(key_file_refused(
+            path,
+            format!("holds more than {MAX_KEY_FILE} bytes, not one key"),
+        ));
     }
-    let key = std::fs::read_to_string(path)?.trim().to_string();
-    if !key.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(ServeError::Config(format!(
-            "the API key file {shown} holds something other than one key (spaces, control or \
-             non-ASCII characters, which no X-API-Key header carries): remove it (a new key is \
-             generated) or pass --api-key"
-        )));
+    let key = raw.trim_ascii();
+    if !key.iter().all(u8::is_ascii_graphic) {
+        return Err(key_file_refused(
+            path,
+            "holds something other than one key (spaces, control or non-ASCII characters, \
+             which no X-API-Key header carries)",
+        ));
     }
     if key.is_empty() {
-        match std::fs::remove_file(path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-            _ => return Ok(None),
-        }
+        return match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(None),
+        };
     }
-    Ok(Some(key))
+    Ok(Some(String::from_utf8_lossy(key).into_owned()))
+}
+
+/// A key file refused because it `why`, with the fix.
+fn key_file_refused(path: &std::path::Path, why: impl std::fmt::Display) -> ServeError {
+    ServeError::Config(format!(
+        "the API key file {} {why}: remove it (a new key is generated), or pass --key-file PATH \
+         or --api-key",
+        path.display()
+    ))
 }
 
 /// Runs `e2b serve` (or one of its internal modes) until SIGINT or SIGTERM, then kills every
@@ -439,10 +459,12 @@ mod tests {
         std::fs::write(&garbage, "two words\n").unwrap();
         std::fs::set_permissions(&garbage, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert!(refused(&garbage).contains("other than one key"));
+        std::fs::write(&garbage, b"e2b_\xff\xfe\n").unwrap();
+        assert!(refused(&garbage).contains("other than one key"));
         let huge = d.join("huge");
         std::fs::write(&huge, vec![b'a'; 8192]).unwrap();
         std::fs::set_permissions(&huge, std::fs::Permissions::from_mode(0o600)).unwrap();
-        assert!(refused(&huge).contains("8192 bytes"));
+        assert!(refused(&huge).contains("more than 4096 bytes"));
         std::fs::remove_dir_all(&d).unwrap();
     }
 
