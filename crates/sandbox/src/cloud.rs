@@ -176,7 +176,7 @@ impl SandboxBuilder {
             (None, None) => ApiClient::from_env()?,
         };
         if api.config().is_debug() {
-            return debug_sandbox(api.config(), DEBUG_SANDBOX_ID).await;
+            return debug_sandbox(api.config(), crate::env::DEBUG_SANDBOX_ID).await;
         }
         let info = api.create_sandbox(&body).await?;
         let version = parse_version(&info)?;
@@ -192,9 +192,6 @@ impl SandboxBuilder {
         Sandbox::from_api(api, info)
     }
 }
-
-/// The sandbox id of debug mode's sandbox, as in the SDKs.
-const DEBUG_SANDBOX_ID: &str = "debug_sandbox_id";
 
 /// Debug mode's sandbox (`E2B_DEBUG=true`), as the SDKs make it: no API call; the envd at the
 /// config's envd URL (`E2B_SANDBOX_URL`, else `http://localhost:49983`) as sandbox `id`, envd

@@ -21,6 +21,9 @@ pub const E2B_ENVD_TRANSPORT: &str = "E2B_ENVD_TRANSPORT";
 /// The default user commands run as.
 pub const E2B_USER: &str = "E2B_USER";
 
+/// The sandbox id of debug mode's sandbox, as in the SDKs.
+pub(crate) const DEBUG_SANDBOX_ID: &str = "debug_sandbox_id";
+
 pub(crate) fn endpoint_from(
     get: impl Fn(&str) -> Option<String>,
 ) -> Result<EnvdEndpoint, SandboxError> {
@@ -42,7 +45,7 @@ pub(crate) fn endpoint_from(
     }
     match get(E2B_SANDBOX_ID) {
         Some(id) => ep = ep.sandbox_id(id),
-        None if debug => ep = ep.sandbox_id("debug_sandbox_id"),
+        None if debug => ep = ep.sandbox_id(DEBUG_SANDBOX_ID),
         None => {}
     }
     if debug {
