@@ -255,6 +255,33 @@ fn sandbox_commands_run_and_files_against_e2b_serve() {
     assert!(none.contains("No sandboxes found"), "{none}");
 }
 
+/// `e2b acp --sandbox-id ID`: the agent runs in that existing sandbox of `e2b serve` (it sees
+/// the sandbox's own `E2B_SANDBOX_ID`), its failure is explained with its exit code, and the
+/// sandbox keeps running afterwards.
+#[test]
+fn acp_runs_its_agent_in_an_existing_sandbox() {
+    let serve = Serve::start("acp");
+    let created: Value =
+        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "create", "--json"]))).unwrap();
+    let id = created["sandboxID"].as_str().unwrap();
+    let out = serve.e2b(&[
+        "acp",
+        "--sandbox-id",
+        id,
+        "--",
+        "sh",
+        "-c",
+        "echo agent-in-$E2B_SANDBOX_ID >&2; exit 3",
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains(&format!("agent-in-{id}")), "{err}");
+    assert!(err.contains("exited with code 3"), "{err}");
+    let info: Value =
+        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "info", id, "--json"]))).unwrap();
+    assert_eq!(info["state"], "running", "{info}");
+}
+
 /// `--json` (or `-f json`) on every `e2b sandbox` command that changes a sandbox, for scripts.
 #[test]
 fn lifecycle_commands_print_json() {
