@@ -105,9 +105,11 @@ async def test_timeout_kills_grandchildren(tmp_path):
     async with open_session("stdio") as (s, _):
         d = f"/tmp/e2b-mcp-{uuid.uuid4().hex}"
         await run(s, f"mkdir -p {d}")
-        r = await run(s, f"(sleep 2; touch {d}/alive) & (sh -c 'sleep {tag}') & sleep {tag}", timeout=1)
+        # The grandchild would touch its file 3 s after it starts: 2 s after the timeout, a
+        # margin for a loaded 2-core machine's kill latency.
+        r = await run(s, f"(sleep 3; touch {d}/alive) & (sh -c 'sleep {tag}') & sleep {tag}", timeout=1)
         assert meta(r)["exit_code"] == 124 and meta(r)["timed_out"] is True
-        await anyio.sleep(2.5)
+        await anyio.sleep(3.5)
         assert not any(f"sleep {tag}" in c for c in proc_cmdlines()), "a grandchild survived the timeout"
         r = await run(s, f"test -e {d}/alive")
         assert meta(r)["exit_code"] == 1, "the backgrounded grandchild ran after the timeout"

@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -80,7 +80,7 @@ pub(crate) async fn run(
     progress: Option<ProgressFn>,
     legacy: bool,
 ) -> Result<ExecOutcome, BackendError> {
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     // The sandbox's own kill is a safety net in case this server dies mid-command.
     spec.hard_timeout = Some(timeout + Duration::from_secs(10));
     let spawned = backend.spawn(spec).await?;
@@ -101,7 +101,9 @@ pub(crate) async fn run(
     let mut tick = tokio::time::interval(limits.progress_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
-    let deadline = tokio::time::Instant::now() + timeout;
+    // The timeout counts from the request, not from when the sandbox answered the spawn: a
+    // slow spawn (a loaded machine, a queue of starts) must not give the command extra time.
+    let deadline = started + timeout;
     let mut killed_at: Option<tokio::time::Instant> = None;
     let mut timed_out = false;
     let mut cancelled = false;
