@@ -12,9 +12,12 @@
 //! cargo bench -p e2b-serve --bench bench_serve -- --stream-only [BYTES=1G]   # part 3 only
 //! ```
 //!
-//! Each sandbox's envd is the `e2b-serve` binary cargo builds with this bench, in the same
-//! profile, as `e2b-serve envd` (`E2B_SERVE_BIN` overrides the binary), or `E2B_SERVE_ENVD=PATH`
-//! with no arguments: `e2b serve`'s own `target/release/e2b-serve-envd`, or `e2b-envd`.
+//! Each sandbox's envd is what `e2b serve` runs: `e2b-serve-envd` beside the `e2b-serve` binary
+//! cargo builds with this bench (`cargo build --release -p e2b-cli` makes it; `scripts/bench`
+//! builds every binary first); without it, that `e2b-serve` binary as `e2b-serve envd` (one
+//! thread more and the whole binary's pages, so about 1.5 MiB more per idle sandbox). The bench
+//! prints which. `E2B_SERVE_BIN` overrides the
+//! binary, `E2B_SERVE_ENVD=PATH` the envd (run with no arguments, e.g. `e2b-envd`).
 //!
 //! Commands run as `bash -l -c`, as E2B's SDKs run them: a slow login profile on this machine
 //! (`/root/.bashrc` or `/home/user/.profile` running `pyenv init`, say) adds to part 1.
@@ -42,6 +45,12 @@ fn serve_bin() -> std::path::PathBuf {
         // Built by cargo with this bench, in the same profile.
         None => env!("CARGO_BIN_EXE_e2b-serve").into(),
     }
+}
+
+/// `e2b-serve-envd` beside `bin`, if it was built (by `cargo build --release -p e2b-cli`, which
+/// `scripts/bench` runs first).
+fn sandbox_envd_beside(bin: &std::path::Path) -> Option<std::path::PathBuf> {
+    Some(bin.with_file_name("e2b-serve-envd")).filter(|p| p.is_file())
 }
 
 fn parse_size(s: &str) -> u64 {
@@ -151,7 +160,17 @@ async fn main() {
     config.max_sandboxes = n + 10;
     let command = match std::env::var_os("E2B_SERVE_ENVD") {
         Some(envd) => EnvdCommand::envd(envd, Vec::new()),
-        None => EnvdCommand::envd(&bin, vec!["envd".into()]),
+        None => match sandbox_envd_beside(&bin) {
+            Some(envd) => EnvdCommand::envd(envd, Vec::new()),
+            None => {
+                println!(
+                    "(no e2b-serve-envd beside {}: `cargo build --release -p e2b-cli` builds \
+                     the envd `e2b serve` runs)",
+                    bin.display()
+                );
+                EnvdCommand::envd(&bin, vec!["envd".into()])
+            }
+        },
     };
     println!("each sandbox's envd: {command}");
     let envd_program = command.program.clone();
