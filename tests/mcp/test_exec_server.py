@@ -105,13 +105,18 @@ async def test_timeout_kills_grandchildren(tmp_path):
     async with open_session("stdio") as (s, _):
         d = f"/tmp/e2b-mcp-{uuid.uuid4().hex}"
         await run(s, f"mkdir -p {d}")
-        # The grandchild would touch its file 3 s after it starts: 2 s after the timeout, a
-        # margin for a loaded 2-core machine's kill latency.
-        r = await run(s, f"(sleep 3; touch {d}/alive) & (sh -c 'sleep {tag}') & sleep {tag}", timeout=1)
+        # A backgrounded grandchild that acts only when told to, and it is told only after the
+        # timeout's answer: had it survived the kill it would touch `alive`, however slow the
+        # machine (a fixed delay raced the kill's latency on a loaded CI machine).
+        watcher = f"(while :; do [ -e {d}/go ] && touch {d}/alive; sleep 0.05; done)"
+        r = await run(s, f"{watcher} & (sh -c 'sleep {tag}') & sleep {tag}", timeout=1)
         assert meta(r)["exit_code"] == 124 and meta(r)["timed_out"] is True
-        await anyio.sleep(3.5)
-        assert not any(f"sleep {tag}" in c for c in proc_cmdlines()), "a grandchild survived the timeout"
-        r = await run(s, f"test -e {d}/alive")
+        # SIGKILLed processes run no more code; their /proc entries go once reaped.
+        deadline = time.time() + 10
+        while any(f"sleep {tag}" in c for c in proc_cmdlines()):
+            assert time.time() < deadline, "a grandchild survived the timeout"
+            await anyio.sleep(0.1)
+        r = await run(s, f"touch {d}/go && sleep 1 && test -e {d}/alive")
         assert meta(r)["exit_code"] == 1, "the backgrounded grandchild ran after the timeout"
 
 

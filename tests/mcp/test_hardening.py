@@ -19,7 +19,7 @@ import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from conftest import free_port, http_server, open_session, run_as_prefix, server_bin, server_env
+from conftest import free_port, http_server, open_session, proc_cmdlines, run_as_prefix, server_bin, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -318,11 +318,17 @@ async def test_over_long_stdio_line_gets_an_answer():
 async def test_cancelled_request_stops_the_command():
     async with open_session("stdio") as (s, _):
         marker = f"/tmp/e2b-mcp-cancel-{uuid.uuid4().hex}"
+        # The command acts only when told to, after its process is gone: a fixed delay would
+        # race the cancellation's latency on a loaded machine.
+        cmd = f"while :; do [ -e {marker}.go ] && touch {marker}; sleep 0.05; done"
         with pytest.raises(MCPError):
-            await s.call_tool("exec_command", {"cmd": f"sleep 2; touch {marker}"}, read_timeout_seconds=0.5)
-        await anyio.sleep(2.5)
-        r = await run(s, f"test -e {marker}")
-        assert meta(r)["exit_code"] == 1, "the command outlived notifications/cancelled"
+            await s.call_tool("exec_command", {"cmd": cmd}, read_timeout_seconds=0.5)
+        deadline = time.time() + 10
+        while any(f"{marker}.go" in c for c in proc_cmdlines()):
+            assert time.time() < deadline, "the command outlived notifications/cancelled"
+            await anyio.sleep(0.1)
+        r = await run(s, f"touch {marker}.go && sleep 1 && test -e {marker}")
+        assert meta(r)["exit_code"] == 1, "the command ran on after notifications/cancelled"
 
 
 # ---- migration: legacy text per session and per call, JSON next to sessions ---------------------

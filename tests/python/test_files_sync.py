@@ -95,20 +95,27 @@ def test_errors(sandbox: Sandbox):
         sandbox.files.list(f"{d}/f")
 
 
+def _new_events(handle, at_least: int, within: float = 5.0) -> list:
+    """Polls the watcher until it has reported `at_least` events (or `within` seconds pass)."""
+    events = []
+    deadline = time.monotonic() + within
+    while len(events) < at_least and time.monotonic() < deadline:
+        time.sleep(0.05)
+        events += [(e.type, e.name) for e in handle.get_new_events()]
+    return events
+
+
 def test_watch_dir_polling(sandbox: Sandbox):
     d = _dir(sandbox)
     handle = sandbox.files.watch_dir(d)
     sandbox.files.write(f"{d}/w.txt", "watched")
-    time.sleep(0.3)
-    events = handle.get_new_events()
-    assert [(e.type, e.name) for e in events] == [
+    assert _new_events(handle, 3) == [
         (FilesystemEventType.CREATE, "w.txt"),
         (FilesystemEventType.CHMOD, "w.txt"),
         (FilesystemEventType.WRITE, "w.txt"),
     ]
     sandbox.files.remove(f"{d}/w.txt")
-    time.sleep(0.3)
-    assert [(e.type, e.name) for e in handle.get_new_events()] == [(FilesystemEventType.REMOVE, "w.txt")]
+    assert _new_events(handle, 1) == [(FilesystemEventType.REMOVE, "w.txt")]
     handle.stop()
 
 
@@ -116,10 +123,12 @@ def test_watch_dir_recursive(sandbox: Sandbox):
     d = _dir(sandbox)
     handle = sandbox.files.watch_dir(d, recursive=True)
     sandbox.files.make_dir(f"{d}/sub")
-    time.sleep(0.2)
+    events = _new_events(handle, 1)
+    time.sleep(0.2)  # as the SDK's own test: the new directory's watch is added meanwhile
     sandbox.files.write(f"{d}/sub/deep.txt", "x")
-    time.sleep(0.3)
-    events = [(e.type, e.name) for e in handle.get_new_events()]
+    deadline = time.monotonic() + 5
+    while (FilesystemEventType.CREATE, "sub/deep.txt") not in events and time.monotonic() < deadline:
+        events += _new_events(handle, 1, within=0.2)
     assert (FilesystemEventType.CREATE, "sub") in events
     assert (FilesystemEventType.CREATE, "sub/deep.txt") in events
     handle.stop()
