@@ -164,28 +164,29 @@ impl ProcEntry {
     }
 
     /// Sends `signal` to everything the command started: its process group, its cgroup (or,
-    /// without one, every process descending from it or in its session or group). Output is
-    /// then read until the process exits (see `supervise`).
+    /// without one, every process descending from it or in its session or group, see
+    /// [`super::tree::signal_tree`]). Output is then read until the process exits (see
+    /// `supervise`).
     pub(crate) fn signal(&self, signal: nix::sys::signal::Signal) -> Result<(), Status> {
         let pid = i32::try_from(self.pid).unwrap_or(i32::MAX);
         // The cgroup first, under its lock: once the group leader dies the supervisor may
         // finish and take the cgroup, and a `setsid` descendant would then be missed.
         let res = {
             let group = lock(&self.group);
+            // Once the leader is reaped its pid (and so its group id) may name another
+            // process: only the cgroup is signalled then.
             let reaped = self.reaped.load(Ordering::SeqCst);
             match &*group {
-                Some(g) => g.signal(signal),
-                None if reaped => {}
-                None => {
-                    for p in super::tree::descendants(pid) {
-                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), signal);
+                Some(g) => {
+                    g.signal(signal);
+                    if reaped {
+                        Ok(())
+                    } else {
+                        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), signal)
                     }
                 }
-            }
-            if reaped {
-                Ok(())
-            } else {
-                nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), signal)
+                None if reaped => Ok(()),
+                None => super::tree::signal_tree(pid, signal),
             }
         };
         self.cancel_output.cancel();

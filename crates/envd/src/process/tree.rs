@@ -446,6 +446,50 @@ async fn reap_orphans_forever() {
     }
 }
 
+/// How many times [`signal_tree`] walks `/proc` again for processes forked while it stopped
+/// the ones it had found.
+const FREEZE_ROUNDS: usize = 8;
+
+/// Without a cgroup: sends `signal` to `root`'s process group and to every process of
+/// [`descendants`].
+///
+/// A SIGKILL first stops them all: the group at once (`killpg` SIGSTOP), then what the walk
+/// finds outside it, walking again while new processes appear. Only then are they killed, the
+/// group at once and the stopped rest one by one. Killed one at a time while running, a parent
+/// could see its child die and act in the moment before its own kill landed (a `(sleep 3;
+/// touch f) &` whose `sleep` was killed first ran `touch`: seen on a loaded machine); a stopped
+/// process runs nothing, and a stop ends nothing that another could react to.
+pub(crate) fn signal_tree(root: i32, signal: nix::sys::signal::Signal) -> nix::Result<()> {
+    use nix::sys::signal::{Signal, kill, killpg};
+    use nix::unistd::Pid;
+    let group = Pid::from_raw(root);
+    if signal != Signal::SIGKILL {
+        for p in descendants(root) {
+            let _ = kill(Pid::from_raw(p), signal);
+        }
+        return killpg(group, signal);
+    }
+    let _ = killpg(group, Signal::SIGSTOP);
+    let mut stopped = HashSet::new();
+    for _ in 0..FREEZE_ROUNDS {
+        let fresh: Vec<i32> = descendants(root)
+            .into_iter()
+            .filter(|p| stopped.insert(*p))
+            .collect();
+        if fresh.is_empty() {
+            break;
+        }
+        for p in fresh {
+            let _ = kill(Pid::from_raw(p), Signal::SIGSTOP);
+        }
+    }
+    let res = killpg(group, Signal::SIGKILL);
+    for p in stopped {
+        let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+    }
+    res
+}
+
 /// Without a cgroup: every process descending from `root` by parent chain, or in its session
 /// or process group (a `/proc` walk; an escape by `setsid` plus a double fork is not caught).
 pub(crate) fn descendants(root: i32) -> Vec<i32> {
@@ -498,4 +542,70 @@ fn proc_is_own_pid_namespace() -> bool {
             .and_then(|p| p.to_str().and_then(|s| s.parse::<u32>().ok()))
             == Some(std::process::id())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::os::unix::process::CommandExt as _;
+
+    /// Without a cgroup, a SIGKILL of a command must not let one of its processes act on the
+    /// death of another: each background subshell below writes its file the moment its
+    /// `sleep` dies, so a kill that reaches a `sleep` before its subshell leaves a file.
+    #[test]
+    fn a_kill_leaves_no_process_time_to_act_on_another_s_death() {
+        const PAIRS: usize = 24;
+        let dir = tempfile::tempdir().unwrap();
+        for round in 0..20 {
+            let d = dir.path().join(round.to_string());
+            std::fs::create_dir(&d).unwrap();
+            let d = d.display();
+            let script = format!(
+                "for i in $(seq {PAIRS}); do (echo > {d}/started$i; sleep 100; echo > {d}/acted$i) & done; wait"
+            );
+            let mut child = std::process::Command::new("bash")
+                .args(["-c", &script])
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            let pid = i32::try_from(child.id()).unwrap();
+            let started = || {
+                std::fs::read_dir(format!("{d}"))
+                    .unwrap()
+                    .filter(|e| {
+                        e.as_ref()
+                            .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("started"))
+                    })
+                    .count()
+            };
+            for _ in 0..1000 {
+                if started() == PAIRS {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            assert_eq!(
+                started(),
+                PAIRS,
+                "the script never started its {PAIRS} subshells"
+            );
+            // Each subshell is in its `sleep` by now.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            super::signal_tree(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+            child.wait().unwrap();
+            // Let anything that survived act.
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let acted: Vec<_> = std::fs::read_dir(format!("{d}"))
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("acted"))
+                .collect();
+            assert!(
+                acted.is_empty(),
+                "round {round}: a subshell ran after its sleep was killed: {acted:?}"
+            );
+        }
+    }
 }
