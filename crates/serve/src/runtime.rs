@@ -566,14 +566,18 @@ impl Instance for PlainInstance {
 
     async fn kill(&self) {
         // Whole tree first (covers the no-PID-namespace case), then envd, whose death takes
-        // the namespace down with it.
+        // the namespace down with it. The tree is stopped before any of it is killed: killed
+        // one by one while running, a process could act on another's death first (a reader
+        // that sees EOF when its writer dies).
         if self.pid > 0 {
+            proctree::stop_tree(self.pid);
             proctree::signal_tree(self.pid, Signal::SIGKILL);
         }
         let mut child = self.child.lock().await;
         if self.pid > 0 && matches!(child.try_wait(), Ok(None)) {
             // A process forked during the first sweep, when there is no PID namespace. Only
             // while envd is unreaped: once reaped, its pid may name a stranger's process.
+            proctree::stop_tree(self.pid);
             proctree::signal_tree(self.pid, Signal::SIGKILL);
         }
         let _ = child.start_kill();

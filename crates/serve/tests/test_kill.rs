@@ -344,3 +344,55 @@ async fn a_killed_isolated_sandboxs_cgroups_are_removed() {
     );
     env.serve.shutdown().await;
 }
+
+/// Killing a sandbox stops its processes before it kills any: killed one by one while running,
+/// a process could act on another's death first (here each `cat` reads EOF the moment the
+/// `sleep` writing its pipe dies, and its subshell then writes a file).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_process_acts_on_another_s_death_during_the_kill() {
+    use std::os::unix::fs::PermissionsExt as _;
+    const PIPES: usize = 24;
+    let env = start().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let count = |what: &str| {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with(what))
+            })
+            .count()
+    };
+    for round in 0..6 {
+        let sbx = env.create(json!({})).await;
+        let d = dir.path().display();
+        env.commands(&sbx, Transport::GrpcWeb)
+            .start(
+                format!(
+                    "for i in $(seq {PIPES}); do (sleep 100 | (echo > {d}/r{round}started$i; cat; \
+                     echo > {d}/r{round}acted$i)) & done; wait"
+                ),
+                e2b_commands::CommandOptions::new().no_timeout(),
+            )
+            .await
+            .unwrap();
+        let started = format!("r{round}started");
+        assert!(
+            eventually(Duration::from_secs(10), || count(&started) == PIPES).await,
+            "round {round}: only {} of {PIPES} pipelines started",
+            count(&started)
+        );
+        // Each `cat` is blocked on its pipe by now.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (status, _) = env.delete(&format!("/sandboxes/{}", id(&sbx))).await;
+        assert_eq!(status, 204);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let acted = count(&format!("r{round}acted"));
+        assert_eq!(
+            acted, 0,
+            "round {round}: {acted} subshells ran on during the kill"
+        );
+    }
+    env.serve.shutdown().await;
+}
