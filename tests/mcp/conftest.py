@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
 from mcp import ClientSession, StdioServerParameters
@@ -208,6 +209,14 @@ def proc_cmdlines() -> list[str]:
             except OSError:
                 pass
     return out
+
+
+async def processes_gone(needle: str, what: str, within: float = 10.0) -> None:
+    """Waits until no process's command line holds `needle`; fails saying `what` after `within` s."""
+    deadline = time.time() + within
+    while any(needle in c for c in proc_cmdlines()):
+        assert time.time() < deadline, what
+        await anyio.sleep(0.1)
 
 
 def ensure_python_alias() -> None:

@@ -6,14 +6,13 @@ import base64
 import hashlib
 import json
 import os
-import time
 import uuid
 
 import anyio
 import httpx2
 import pytest
 
-from conftest import KINDS, http_server, open_session, proc_cmdlines, stdio_params
+from conftest import KINDS, http_server, open_session, processes_gone, stdio_params
 
 pytestmark = pytest.mark.anyio
 
@@ -111,10 +110,7 @@ async def test_timeout_kills_grandchildren(tmp_path):
         # whole tree first). A subshell's command line is its parent's, so it holds the tag.
         r = await run(s, f"(sleep {tag}; touch {d}/alive) & (sh -c 'sleep {tag}') & sleep {tag}", timeout=1)
         assert meta(r)["exit_code"] == 124 and meta(r)["timed_out"] is True
-        deadline = time.time() + 10
-        while any(f"sleep {tag}" in c for c in proc_cmdlines()):
-            assert time.time() < deadline, "a grandchild survived the timeout"
-            await anyio.sleep(0.1)
+        await processes_gone(f"sleep {tag}", "a grandchild survived the timeout")
         r = await run(s, f"test -e {d}/alive")
         assert meta(r)["exit_code"] == 1, "a grandchild ran on after the timeout's kill"
 
@@ -126,10 +122,7 @@ async def test_cancel_mid_command(kind, servers):
         with anyio.move_on_after(1.5) as scope:
             await run(s, f"(sleep {tag}) & sleep {tag}")
         assert scope.cancelled_caught
-        deadline = time.time() + 10
-        while any(f"sleep {tag}" in c for c in proc_cmdlines()):
-            assert time.time() < deadline, "the cancelled command's process group is still running"
-            await anyio.sleep(0.1)
+        await processes_gone(f"sleep {tag}", "the cancelled command's process group is still running")
         r = await run(s, "echo still-alive")
         assert text(r) == "still-alive\n"
 

@@ -19,7 +19,7 @@ import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from conftest import free_port, http_server, open_session, proc_cmdlines, run_as_prefix, server_bin, server_env
+from conftest import free_port, http_server, open_session, processes_gone, run_as_prefix, server_bin, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -323,10 +323,7 @@ async def test_cancelled_request_stops_the_command():
         cmd = f"while :; do [ -e {marker}.go ] && touch {marker}; sleep 0.05; done"
         with pytest.raises(MCPError):
             await s.call_tool("exec_command", {"cmd": cmd}, read_timeout_seconds=0.5)
-        deadline = time.time() + 10
-        while any(f"{marker}.go" in c for c in proc_cmdlines()):
-            assert time.time() < deadline, "the command outlived notifications/cancelled"
-            await anyio.sleep(0.1)
+        await processes_gone(f"{marker}.go", "the command outlived notifications/cancelled")
         r = await run(s, f"touch {marker}.go && sleep 1 && test -e {marker}")
         assert meta(r)["exit_code"] == 1, "the command ran on after notifications/cancelled"
 
