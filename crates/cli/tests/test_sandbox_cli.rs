@@ -108,6 +108,13 @@ impl Serve {
         self.e2b_with_key(KEY, args)
     }
 
+    /// `e2b sandbox create --json`; the new sandbox's id.
+    fn create(&self) -> String {
+        let created: Value =
+            serde_json::from_str(&ok(&self.e2b(&["sandbox", "create", "--json"]))).unwrap();
+        created["sandboxID"].as_str().unwrap().to_owned()
+    }
+
     fn e2b_with_key(&self, key: &str, args: &[&str]) -> Output {
         Command::new(BIN)
             .args(args)
@@ -261,13 +268,11 @@ fn sandbox_commands_run_and_files_against_e2b_serve() {
 #[test]
 fn acp_runs_its_agent_in_an_existing_sandbox() {
     let serve = Serve::start("acp");
-    let created: Value =
-        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "create", "--json"]))).unwrap();
-    let id = created["sandboxID"].as_str().unwrap();
+    let id = serve.create();
     let out = serve.e2b(&[
         "acp",
         "--sandbox-id",
-        id,
+        &id,
         "--",
         "sh",
         "-c",
@@ -278,7 +283,7 @@ fn acp_runs_its_agent_in_an_existing_sandbox() {
     assert!(err.contains(&format!("agent-in-{id}")), "{err}");
     assert!(err.contains("exited with code 3"), "{err}");
     let info: Value =
-        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "info", id, "--json"]))).unwrap();
+        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "info", &id, "--json"]))).unwrap();
     assert_eq!(info["state"], "running", "{info}");
 }
 
@@ -328,9 +333,7 @@ fn lifecycle_commands_print_json() {
 #[test]
 fn files_draw_a_progress_bar_on_a_terminal() {
     let serve = Serve::start("tty");
-    let created: Value =
-        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "create", "--json"]))).unwrap();
-    let id = created["sandboxID"].as_str().unwrap();
+    let id = serve.create();
     let local = serve.state.join("tty.bin");
     let size = 96u64 << 20;
     std::fs::write(&local, vec![7u8; size as usize]).unwrap();
@@ -505,9 +508,7 @@ fn exec_server_works_in_an_existing_sandbox() {
     use std::io::Write as _;
 
     let serve = Serve::start("exec-server");
-    let created: Value =
-        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "create", "--json"]))).unwrap();
-    let id = created["sandboxID"].as_str().unwrap().to_owned();
+    let id = serve.create();
     ok(&serve.e2b(&[
         "run",
         "--sandbox-id",
@@ -634,9 +635,7 @@ fn argv(pid: i32) -> Vec<String> {
 
 /// Creates a sandbox on `serve`, runs `echo` in it and returns its id.
 fn create_and_echo(serve: &Serve) -> String {
-    let created: Value =
-        serde_json::from_str(&ok(&serve.e2b(&["sandbox", "create", "--json"]))).unwrap();
-    let id = created["sandboxID"].as_str().unwrap().to_owned();
+    let id = serve.create();
     let out = ok(&serve.e2b(&["run", "--sandbox-id", &id, "--", "echo works"]));
     assert_eq!(out, "works\n");
     id
